@@ -1,0 +1,127 @@
+/*
+ * pagealloc.h — the public interface of libpagealloc.
+ *
+ * Link with -lpagealloc. Linking does not replace the program's malloc; every
+ * name here carries the pa_ prefix.
+ *
+ * Stage 1 exposes the page heap: runs of 8 KiB pages from an address-ordered
+ * first-fit allocator (the Go runtime's 2019 radix-summary design) with
+ * per-CPU page caches, its configuration and its statistics.
+ */
+#ifndef PAGEALLOC_H
+#define PAGEALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Size of one heap page. Every pa_pages_* address is a multiple of it. */
+#define PA_PAGE_BYTES ((size_t)8192)
+
+/*
+ * Allocate npages contiguous heap pages (npages * PA_PAGE_BYTES bytes, page
+ * aligned, lowest-address first fit). The memory is readable and writable;
+ * pages that had been released to the OS read as zero, others hold whatever
+ * their last owner left. Returns NULL with errno = ENOMEM when the heap
+ * cannot grow, and NULL with errno = EINVAL for npages == 0.
+ */
+void *pa_pages_alloc(size_t npages);
+
+/*
+ * Free npages pages at p, exactly as returned by pa_pages_alloc (or any
+ * sub-run of allocated pages). NULL is ignored. A pointer not from the page
+ * heap, a misaligned pointer or a range that is not wholly allocated (double
+ * free) prints one line naming the pointer and the fault to stderr and
+ * aborts: continuing would corrupt the heap.
+ */
+void pa_pages_free(void *p, size_t npages);
+
+/* What the heap looks like, in bytes unless said otherwise. A snapshot taken
+ * under the page heap lock: consistent with itself at one instant. */
+struct pa_stats {
+	size_t heap_reserved;  /* address space reserved from the OS for heap pages */
+	size_t heap_mapped;    /* part of it that is heap: committed, usable pages */
+	size_t heap_inuse;     /* pages allocated (includes pages held in caches) */
+	size_t heap_free;      /* heap_mapped - heap_inuse */
+	size_t heap_released;  /* free pages given back to the OS (not resident) */
+	size_t metadata;       /* committed bitmap and summary metadata */
+	size_t summary_reserved; /* PROT_NONE address space for the summary tree */
+	uintptr_t window_base; /* the address window the heap may occupy */
+	size_t window_bytes;
+	int window_fallback;   /* 1: the full 48-bit reservation was refused */
+	size_t heap_ranges;    /* discontiguous address ranges the heap spans */
+	uint64_t grow_count;   /* times the heap grew */
+	uint64_t grow_failures;/* growths the OS refused */
+	/* Per-CPU page caches. Their pages are inside heap_inuse: cache_free
+	 * is what they hold ready to hand out, cache_queued what was freed and
+	 * waits to go back to the heap. Read without stopping the caches: each
+	 * field is sane, their sum is approximate; pa_cache_flush() first for an
+	 * exact picture. */
+	int cache_mode;        /* 0 off, 1 per-CPU locks, 2 restartable sequences */
+	unsigned cache_cpus;   /* CPU ids that have a cache */
+	size_t cache_free;
+	size_t cache_queued;
+	uint64_t cache_refills;/* groups of 64 pages taken from the heap */
+	uint64_t cache_drains; /* batches of queued frees given back */
+	/* The scavenger: giving free pages back to the OS. */
+	int scavenger_running; /* the background thread is alive */
+	uint64_t released_total; /* bytes released over the process's life */
+	uint64_t release_calls;  /* madvise calls that did it */
+	uint64_t scavenger_cpu_ns; /* CPU time the background thread used */
+	size_t memory_limit;     /* 0: none */
+	uint64_t limit_overruns; /* allocations that left resident memory over the
+				  * limit with nothing free left to release */
+};
+
+/* Fill *out with the default heap's counters. Returns 0, or -1 (EINVAL) for NULL. */
+int pa_stats(struct pa_stats *out);
+
+/* Give every per-CPU cache's pages and queued frees back to the heap. */
+void pa_cache_flush(void);
+
+/*
+ * Release free heap memory to the OS now, in the calling thread, highest
+ * addresses first: up to `bytes` (rounded up to pages), or with bytes == 0
+ * everything free, per-CPU caches included (what malloc_trim(0) will do).
+ * Returns the bytes released. Released pages read as zero when next
+ * allocated (with release=dontneed, the default).
+ */
+size_t pa_scavenge(size_t bytes);
+
+/*
+ * Configuration. The same keys are read once, at first use, from the
+ * environment variable PAGEALLOC_CONF="key=value,key=value" (jemalloc's
+ * MALLOC_CONF style). pa_config_set changes one key; keys that shape the heap
+ * (arena_size) take effect only before the first allocation. An unknown key or
+ * a bad value prints one warning line, keeps the current value and returns -1
+ * with errno = EINVAL. Keys:
+ *   arena_size=SIZE   address space reserved per heap growth (default 64M;
+ *                     SIZE takes K, M, G suffixes; rounded up to 4 MiB)
+ *   percpu_cache=on|off|locked
+ *                     per-CPU page caches for runs of 1-15 pages (default on:
+ *                     restartable sequences where the kernel and glibc offer
+ *                     them, else per-CPU locks; `locked` forces the latter)
+ *   scavenger=on|off  background thread returning free memory (default on)
+ *   scavenge_percent=N  its CPU budget in % of one core, 1..100 (default 1)
+ *   release=dontneed|free  madvise used to release (default dontneed: RSS
+ *                     drops at once; free: the kernel reclaims lazily)
+ *   memory_limit=SIZE soft limit on resident heap memory (default 0: none);
+ *                     allocations past it release free memory synchronously
+ *   scavenge_delay_ms=N  memory must stay free this long before the
+ *                     background thread releases it (default 1000)
+ * Scavenger keys take effect at once, also after the first allocation.
+ */
+int pa_config_set(const char *key, const char *value);
+
+/* Apply a whole "key=value,key=value" string. Returns the number of entries
+ * that were refused (each with its warning line). */
+int pa_config(const char *conf);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,186 @@
+/*
+ * chunk.c — find, summarize and mark runs of pages inside one 512-page chunk.
+ *
+ * The search mirrors the summary: a run either sits inside one 64-bit word
+ * (bits_find_run on the word's free mask) or crosses word boundaries, in
+ * which case it is the free top of one word, zero or more wholly free words,
+ * and the free bottom of the next.
+ */
+#include "chunk.h"
+
+#include "bits.h"
+
+pa_sum chunk_summarize(const struct pa_chunk *c)
+{
+	unsigned start = CHUNK_NOT_FOUND, max = 0, cur = 0;
+	for (unsigned i = 0; i < PA_CHUNK_WORDS; i++) {
+		uint64_t x = c->alloc[i];
+		if (x == 0) {
+			cur += 64;
+			continue;
+		}
+		/* The free run crossing into this word ends at its lowest set bit. */
+		cur += bits_ctz(x);
+		if (start == CHUNK_NOT_FOUND)
+			start = cur;
+		if (cur > max)
+			max = cur;
+		cur = bits_clz(x);
+	}
+	if (start == CHUNK_NOT_FOUND)
+		return sum_pack(PA_CHUNK_PAGES, PA_CHUNK_PAGES, PA_CHUNK_PAGES);
+	if (cur > max)
+		max = cur;
+	/* Runs strictly inside a word are at most 62 long (a set bit at each end). */
+	if (max >= 62)
+		return sum_pack(start, max, cur);
+	for (unsigned i = 0; i < PA_CHUNK_WORDS; i++) {
+		uint64_t x = c->alloc[i];
+		if (x == 0 || x == ~(uint64_t)0)
+			continue;
+		unsigned lo = bits_ctz(x), width = 64 - lo - bits_clz(x);
+		/* Free bits between the lowest and highest set bits. */
+		uint64_t inner = (~x >> lo) & bits_mask(0, width);
+		if (inner == 0)
+			continue;
+		unsigned run = bits_max_run(inner);
+		if (run > max)
+			max = run;
+	}
+	return sum_pack(start, max, cur);
+}
+
+static unsigned find1(const struct pa_chunk *c, unsigned search_idx)
+{
+	for (unsigned i = search_idx / 64; i < PA_CHUNK_WORDS; i++) {
+		uint64_t x = c->alloc[i];
+		if (x != ~(uint64_t)0)
+			return i * 64 + bits_ctz(~x);
+	}
+	return CHUNK_NOT_FOUND;
+}
+
+/* npages <= 64: a run inside one word, or the top of one word plus the bottom of the next. */
+static unsigned find_small(const struct pa_chunk *c, unsigned npages, unsigned search_idx,
+			   unsigned *first_free)
+{
+	unsigned end = 0; /* free pages at the top of the previous word */
+	for (unsigned i = search_idx / 64; i < PA_CHUNK_WORDS; i++) {
+		uint64_t x = c->alloc[i];
+		if (x == ~(uint64_t)0) {
+			end = 0;
+			continue;
+		}
+		if (*first_free == CHUNK_NOT_FOUND)
+			*first_free = i * 64 + bits_ctz(~x);
+		unsigned start = bits_ctz(x);
+		if (end + start >= npages)
+			return i * 64 - end;
+		unsigned j = bits_find_run(~x, npages);
+		if (j < 64)
+			return i * 64 + j;
+		end = bits_clz(x);
+	}
+	return CHUNK_NOT_FOUND;
+}
+
+/* npages > 64: the run must cross at least one word boundary. */
+static unsigned find_large(const struct pa_chunk *c, unsigned npages, unsigned search_idx,
+			   unsigned *first_free)
+{
+	unsigned start = 0, size = 0;
+	for (unsigned i = search_idx / 64; i < PA_CHUNK_WORDS; i++) {
+		uint64_t x = c->alloc[i];
+		if (x == ~(uint64_t)0) {
+			size = 0;
+			continue;
+		}
+		if (*first_free == CHUNK_NOT_FOUND)
+			*first_free = i * 64 + bits_ctz(~x);
+		if (size == 0) {
+			size = bits_clz(x);
+			start = i * 64 + 64 - size;
+			continue;
+		}
+		unsigned s = bits_ctz(x);
+		if (size + s >= npages)
+			return start;
+		if (s < 64) {
+			size = bits_clz(x);
+			start = i * 64 + 64 - size;
+			continue;
+		}
+		size += 64;
+	}
+	return size >= npages ? start : CHUNK_NOT_FOUND;
+}
+
+unsigned chunk_find(const struct pa_chunk *c, unsigned npages, unsigned search_idx,
+		    unsigned *first_free)
+{
+	*first_free = CHUNK_NOT_FOUND;
+	if (npages == 1) {
+		unsigned i = find1(c, search_idx);
+		*first_free = i;
+		return i;
+	}
+	if (npages <= 64)
+		return find_small(c, npages, search_idx, first_free);
+	return find_large(c, npages, search_idx, first_free);
+}
+
+unsigned chunk_alloc_range(struct pa_chunk *c, unsigned start, unsigned n)
+{
+	unsigned scav = bits_count_range(c->scav, start, n);
+	bits_set_range(c->alloc, start, n);
+	if (scav != 0)
+		bits_clear_range(c->scav, start, n);
+	return scav;
+}
+
+unsigned chunk_count_alloc(const struct pa_chunk *c, unsigned start, unsigned n)
+{
+	return bits_count_range(c->alloc, start, n);
+}
+
+unsigned chunk_count_scav(const struct pa_chunk *c, unsigned start, unsigned n)
+{
+	return bits_count_range(c->scav, start, n);
+}
+
+unsigned chunk_scav_candidate(const struct pa_chunk *c, int force, unsigned hp_pages,
+			      unsigned max_pages, unsigned *start)
+{
+	if (hp_pages >= 64 && !force) {
+		const unsigned words = hp_pages / 64;
+		for (int hp = (int)(PA_CHUNK_WORDS / words) - 1; hp >= 0; hp--) {
+			uint64_t used = 0, todo = 0;
+			for (unsigned w = (unsigned)hp * words; w < ((unsigned)hp + 1) * words; w++) {
+				used |= c->alloc[w];
+				todo |= ~c->alloc[w] & ~c->scav[w];
+			}
+			if (used == 0 && todo != 0) {
+				*start = (unsigned)hp * hp_pages;
+				return hp_pages;
+			}
+		}
+		return 0;
+	}
+	/* Highest free-and-unreleased page, then extend the run downwards. */
+	for (int w = PA_CHUNK_WORDS - 1; w >= 0; w--) {
+		uint64_t x = ~c->alloc[w] & ~c->scav[w];
+		if (x == 0)
+			continue;
+		unsigned top = (unsigned)w * 64 + 63 - bits_clz(x);
+		unsigned lo = top;
+		while (lo > 0 && top - lo + 1 < max_pages) {
+			unsigned p = lo - 1;
+			if ((c->alloc[p / 64] | c->scav[p / 64]) >> (p % 64) & 1)
+				break;
+			lo = p;
+		}
+		*start = lo;
+		return top - lo + 1;
+	}
+	return 0;
+}

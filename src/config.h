@@ -1,0 +1,45 @@
+/*
+ * config.h — the one place configuration lives.
+ *
+ * Keys come from the environment variable PAGEALLOC_CONF
+ * ("key=value,key=value"), read once when the default heap is first used, and
+ * from pa_config_set / pa_config. Each key is one row of the table in
+ * config.c: name, type, field, help. Bad input warns in one line and keeps
+ * the current value. Parsing never allocates.
+ */
+#ifndef PA_CONFIG_H
+#define PA_CONFIG_H
+
+#include <stddef.h>
+
+struct pa_config {
+	size_t arena_size;     /* address space reserved per heap growth */
+	size_t percpu_cache;   /* enum pa_cache_mode wanted: off, locked, on (rseq) */
+	size_t scavenger;      /* 0 off, 1 on: the background scavenger thread */
+	size_t scavenge_percent;  /* its CPU share, 1..100 (% of one core) */
+	size_t release;        /* 0 MADV_DONTNEED, 1 MADV_FREE */
+	size_t memory_limit;   /* bytes, 0: none */
+	size_t scavenge_delay_ms; /* free this long before background release */
+};
+
+/* Called after pa_config_set / pa_config changed a key (set by pages.c so a
+ * live scavenger sees new values). */
+extern void (*config_on_change)(void);
+
+/* The process-wide configuration (the default heap's). Written during
+ * initialisation and by pa_config_set; read when the default heap is built. */
+extern struct pa_config pa_conf;
+
+/* Apply PAGEALLOC_CONF from the environment (once per call; the default
+ * heap calls it once). */
+void config_load_env(void);
+
+/* Apply one "key=value,..." string; `source` names it in warnings.
+ * Returns the number of refused entries. */
+int config_apply(const char *conf, const char *source);
+
+/* Parse a size such as "4096", "64K", "64M", "2G", "1T" (optional "B"/"iB").
+ * 0 on success, -1 on a malformed or overflowing value. */
+int config_parse_size(const char *s, size_t len, size_t *out);
+
+#endif

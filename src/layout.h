@@ -1,0 +1,66 @@
+/*
+ * layout.h — the geometry of the page heap, every constant derived from a few.
+ *
+ * The heap is managed in 8 KiB pages. Pages are grouped into chunks of 512
+ * (4 MiB); each chunk owns a 512-bit allocation bitmap and a 512-bit scavenged
+ * bitmap. Above the chunks sits a radix tree of packed 64-bit summaries
+ * (summary.h) with PA_SUM_LEVELS levels over a PA_ADDR_BITS address space:
+ *
+ *     PA_SUM_L0_BITS + (PA_SUM_LEVELS - 1) * PA_SUM_LEVEL_BITS + PA_CHUNK_SHIFT
+ *         = 14 + 4 * 3 + 22 = 48 = PA_ADDR_BITS
+ *
+ * so level 0 has 16384 entries of 16 GiB each, every level below multiplies
+ * by a fanout of 8 (one 64-byte cache line of summaries), and level 4 has one
+ * entry per chunk. One level-0 entry covers 2^21 pages, the largest count a
+ * 21-bit summary field can hold (with the help of its top bit).
+ */
+#ifndef PA_LAYOUT_H
+#define PA_LAYOUT_H
+
+#include <stdint.h>
+
+#define PA_PAGE_SHIFT 13u
+#define PA_PAGE_SIZE ((uintptr_t)1 << PA_PAGE_SHIFT)
+
+#define PA_CHUNK_PAGES_SHIFT 9u
+#define PA_CHUNK_PAGES (1u << PA_CHUNK_PAGES_SHIFT)
+#define PA_CHUNK_WORDS (PA_CHUNK_PAGES / 64u)
+#define PA_CHUNK_SHIFT (PA_PAGE_SHIFT + PA_CHUNK_PAGES_SHIFT)
+#define PA_CHUNK_SIZE ((uintptr_t)1 << PA_CHUNK_SHIFT)
+
+#define PA_ADDR_BITS 48u
+#define PA_SUM_LEVELS 5u
+#define PA_SUM_LEVEL_BITS 3u
+#define PA_SUM_FANOUT (1u << PA_SUM_LEVEL_BITS)
+#define PA_SUM_L0_BITS \
+	(PA_ADDR_BITS - PA_CHUNK_SHIFT - (PA_SUM_LEVELS - 1u) * PA_SUM_LEVEL_BITS)
+
+/* log2 of the pages one entry of level l summarizes (21 at level 0, 9 at the leaves). */
+#define PA_LEVEL_LOG_PAGES(l) \
+	(PA_CHUNK_PAGES_SHIFT + (PA_SUM_LEVELS - 1u - (l)) * PA_SUM_LEVEL_BITS)
+/* log2 of the bytes one entry of level l covers (34 at level 0, 22 at the leaves). */
+#define PA_LEVEL_SHIFT(l) (PA_LEVEL_LOG_PAGES(l) + PA_PAGE_SHIFT)
+
+/* The largest count a summary field holds: all pages under one level-0 entry. */
+#define PA_SUM_MAX_PAGES_SHIFT PA_LEVEL_LOG_PAGES(0)
+#define PA_SUM_MAX_PAGES (1u << PA_SUM_MAX_PAGES_SHIFT)
+
+/*
+ * The sparse chunk array: a chunk index splits into an L1 index (top bits)
+ * and an L2 index (PA_CHUNK_L2_BITS); one L2 block of 8192 chunks (1 MiB of
+ * bitmaps, 32 GiB of heap) is mapped when the heap first grows into it.
+ */
+#define PA_CHUNK_L2_BITS 13u
+#define PA_CHUNK_L2_COUNT (1u << PA_CHUNK_L2_BITS)
+
+/* Smallest address window the tree can cover: one level-0 entry. */
+#define PA_WINDOW_MIN_BITS PA_LEVEL_SHIFT(0)
+
+#define PA_ALIGN_UP(x, a) (((x) + (a)-1) & ~((uintptr_t)(a)-1))
+#define PA_ALIGN_DOWN(x, a) ((x) & ~((uintptr_t)(a)-1))
+
+_Static_assert(PA_SUM_L0_BITS == 14, "level 0 holds 16384 entries");
+_Static_assert(PA_LEVEL_SHIFT(0) == 34, "a level-0 entry covers 16 GiB");
+_Static_assert(PA_SUM_MAX_PAGES == 1u << 21, "summary fields are 21 bits");
+
+#endif

@@ -1,0 +1,26 @@
+/*
+ * msg.h — one-line diagnostics without stdio or malloc.
+ *
+ * A message is built in a caller-provided stack buffer from pieces and
+ * written to stderr with one write(2), so concurrent messages do not
+ * interleave mid-line. Every line starts with "pagealloc: ".
+ */
+#ifndef PA_MSG_H
+#define PA_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct pa_msg {
+	char buf[256];
+	size_t len;
+};
+
+void msg_begin(struct pa_msg *m);
+void msg_str(struct pa_msg *m, const char *s);
+void msg_strn(struct pa_msg *m, const char *s, size_t n);
+void msg_hex(struct pa_msg *m, uintptr_t v);  /* 0x... */
+void msg_uint(struct pa_msg *m, uint64_t v);  /* decimal */
+void msg_end(struct pa_msg *m);               /* newline + write */
+
+#endif

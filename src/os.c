@@ -1,0 +1,231 @@
+/*
+ * os.c — every system call the allocator makes.
+ *
+ * Address space is reserved PROT_NONE with MAP_NORESERVE: it costs no memory
+ * and no overcommit charge, so the summary tree's ~585 MiB reservation and
+ * multi-GiB heap arenas are cheap. Committing is an mprotect to read-write;
+ * the kernel still supplies pages lazily on first touch. Where the kernel is
+ * in strict overcommit mode (vm.overcommit_memory=2) MAP_NORESERVE is ignored
+ * and the commit is charged, which is the correct outcome there.
+ */
+#include "os.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+#include <signal.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+size_t os_page_size(void)
+{
+	static size_t cached;
+	size_t ps = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+	if (ps == 0) {
+		ps = (size_t)getauxval(AT_PAGESZ);
+		if (ps == 0)
+			ps = 4096;
+		__atomic_store_n(&cached, ps, __ATOMIC_RELAXED);
+	}
+	return ps;
+}
+
+static void *reserve_exact(size_t size, uintptr_t hint, int flags)
+{
+	void *p = mmap((void *)hint, size, PROT_NONE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | flags, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void *os_reserve(size_t size, size_t align, uintptr_t hint)
+{
+	if (hint != 0 && (hint & (align - 1)) == 0) {
+		void *p = reserve_exact(size, hint, MAP_FIXED_NOREPLACE);
+		/* Kernels before 4.17 ignore the flag and may place it elsewhere. */
+		if (p != NULL && (uintptr_t)p != hint) {
+			os_unmap(p, size);
+			p = NULL;
+		}
+		if (p != NULL)
+			return p;
+	}
+	if (align <= os_page_size())
+		return reserve_exact(size, 0, 0);
+	/* Over-reserve by the alignment and trim both ends. */
+	if (size + align < size)
+		return NULL;
+	uintptr_t raw = (uintptr_t)reserve_exact(size + align, 0, 0);
+	if (raw == 0)
+		return NULL;
+	uintptr_t base = (raw + align - 1) & ~(uintptr_t)(align - 1);
+	if (base > raw)
+		os_unmap((void *)raw, base - raw);
+	uintptr_t end = raw + size + align;
+	if (end > base + size)
+		os_unmap((void *)(base + size), end - (base + size));
+	return (void *)base;
+}
+
+int os_commit(void *addr, size_t size)
+{
+	return mprotect(addr, size, PROT_READ | PROT_WRITE) == 0 ? 0 : -1;
+}
+
+void *os_alloc(size_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void os_unmap(void *addr, size_t size)
+{
+	if (addr != NULL && size != 0)
+		munmap(addr, size);
+}
+
+void os_futex_wait(uint32_t *word, uint32_t val)
+{
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+void os_futex_wake(uint32_t *word, int n)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+void os_write_stderr(const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t w = write(2, buf, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		buf += w;
+		len -= (size_t)w;
+	}
+}
+
+_Noreturn void os_abort(void)
+{
+	/* raise() may be blocked or handled; fall back to the default action. */
+	signal(SIGABRT, SIG_DFL);
+	raise(SIGABRT);
+	_exit(134);
+}
+
+int os_getcpu(void) { return sched_getcpu(); }
+
+/* Read a small sysfs file into buf (NUL-terminated); length or -1. */
+static ssize_t read_small_file(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, cap - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return n;
+}
+
+unsigned os_possible_cpus(void)
+{
+	/* Format "0-3,8-11": the highest id + 1 is what matters. */
+	char buf[256];
+	ssize_t n = read_small_file("/sys/devices/system/cpu/possible", buf, sizeof(buf));
+	if (n <= 0)
+		return 0;
+	unsigned max = 0, cur = 0;
+	int have = 0;
+	for (ssize_t i = 0; i < n; i++) {
+		if (buf[i] >= '0' && buf[i] <= '9') {
+			cur = cur * 10 + (unsigned)(buf[i] - '0');
+			have = 1;
+		} else {
+			if (have && cur > max)
+				max = cur;
+			cur = 0;
+			have = 0;
+		}
+	}
+	if (have && cur > max)
+		max = cur;
+	return max + 1;
+}
+
+int os_rseq_fence_register(void)
+{
+	return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0) == 0
+		   ? 0
+		   : -1;
+}
+
+int os_rseq_fence(int cpu)
+{
+	return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ,
+		       MEMBARRIER_CMD_FLAG_CPU, cpu) == 0
+		   ? 0
+		   : -1;
+}
+
+void os_yield(void) { sched_yield(); }
+
+int os_release(void *addr, size_t size, int lazy)
+{
+	return madvise(addr, size, lazy ? MADV_FREE : MADV_DONTNEED) == 0 ? 0 : -1;
+}
+
+size_t os_thp_bytes(void)
+{
+	char buf[128];
+	/* In "madvise" mode only regions that ask get huge pages, and the heap
+	 * does not ask: only "always" backs it with them. */
+	if (read_small_file("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof(buf)) < 0 ||
+	    strstr(buf, "[always]") == NULL)
+		return 0;
+	if (read_small_file("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", buf,
+			    sizeof(buf)) <= 0)
+		return (size_t)2 << 20;
+	size_t v = 0;
+	for (const char *p = buf; *p >= '0' && *p <= '9'; p++)
+		v = v * 10 + (size_t)(*p - '0');
+	return v;
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t os_now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+
+uint64_t os_thread_cpu_ns(void) { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
+
+void os_futex_wait_ns(uint32_t *word, uint32_t val, uint64_t ns)
+{
+	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
+			      .tv_nsec = (long)(ns % 1000000000u)};
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+}
+
+void os_block_signals(void)
+{
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+}

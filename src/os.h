@@ -1,0 +1,70 @@
+/*
+ * os.h — the operating-system boundary. Every mmap, mprotect, madvise and
+ * futex of the allocator goes through here; nothing else makes syscalls.
+ * None of these functions allocate or touch libc's malloc.
+ */
+#ifndef PA_OS_H
+#define PA_OS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The OS page size (4096 on x86-64), read once from the aux vector. */
+size_t os_page_size(void);
+
+/* Reserve size bytes of address space, PROT_NONE and not charged against
+ * overcommit, aligned to align (a power of two >= the OS page). NULL on
+ * failure. `hint`, if nonzero, is tried first, without replacing anything. */
+void *os_reserve(size_t size, size_t align, uintptr_t hint);
+
+/* Make a reserved range readable and writable. 0 or -1. */
+int os_commit(void *addr, size_t size);
+
+/* Allocate zeroed read-write memory for metadata (NULL on failure). */
+void *os_alloc(size_t size);
+
+/* Return a range to the OS entirely. */
+void os_unmap(void *addr, size_t size);
+
+/* Futex wait while *word == val; wake up to n waiters. */
+void os_futex_wait(uint32_t *word, uint32_t val);
+void os_futex_wake(uint32_t *word, int n);
+
+/* The CPU the caller runs on (sched_getcpu; vDSO or rseq), or -1. */
+int os_getcpu(void);
+
+/* Number of possible CPU ids (from /sys/devices/system/cpu/possible), or 0. */
+unsigned os_possible_cpus(void);
+
+/* membarrier RSEQ fence: register once (0 or -1), then restart any rseq
+ * critical section running on `cpu` (0 or -1). */
+int os_rseq_fence_register(void);
+int os_rseq_fence(int cpu);
+
+void os_yield(void);
+
+/* Give pages back to the OS: MADV_DONTNEED (they read as zero afterwards)
+ * or, with lazy, MADV_FREE (the kernel takes them when it needs memory;
+ * until then RSS does not drop and old contents may survive). 0 or -1. */
+int os_release(void *addr, size_t size, int lazy);
+
+/* Transparent huge page size in bytes when THP backs anonymous memory
+ * unasked (mode "always"), else 0. */
+size_t os_thp_bytes(void);
+
+uint64_t os_now_ns(void);        /* CLOCK_MONOTONIC */
+uint64_t os_thread_cpu_ns(void); /* CPU time of the calling thread */
+
+/* Futex wait while *word == val, at most ns nanoseconds. */
+void os_futex_wait_ns(uint32_t *word, uint32_t val, uint64_t ns);
+
+/* Block all signals in the calling thread (background threads). */
+void os_block_signals(void);
+
+/* Write all of buf to stderr (fd 2), retrying short writes. */
+void os_write_stderr(const char *buf, size_t len);
+
+/* Abort the process (raise SIGABRT, no atexit handlers, no stdio). */
+_Noreturn void os_abort(void);
+
+#endif

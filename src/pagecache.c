@@ -1,0 +1,403 @@
+/*
+ * pagecache.c — per-CPU page caches (pagecache.h explains the protocol).
+ *
+ * Fast paths (alloc from the CPU's group, free into it, queue a free) read a
+ * snapshot seqlock-style (gen first, acquire) and commit with one rseq
+ * store; everything else runs with the cache owned (gen odd) and, for heap
+ * work, the heap lock taken after it. Lock order: cache gen, then heap lock.
+ */
+#include "pagecache.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "bits.h"
+#include "os.h"
+#include "rseq.h"
+
+#define GROUP_PAGES 64u
+#define GROUP_BYTES ((uintptr_t)GROUP_PAGES * PA_PAGE_SIZE)
+
+void (*pagecache_fault_hook)(uintptr_t addr, size_t npages,
+			     enum pa_page_fault f) = NULL;
+
+static inline uint64_t ld(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+static inline void st(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+
+static void fault(uintptr_t addr, size_t npages, enum pa_page_fault f)
+{
+	if (pagecache_fault_hook != NULL)
+		pagecache_fault_hook(addr, npages, f);
+	else
+		pageheap_report_fault(addr, npages, f, "(found when a per-CPU free queue drained)");
+}
+
+/* ---- setup -------------------------------------------------------------- */
+
+int pagecache_init(struct pa_pagecache_set *pc, struct pa_pageheap *heap,
+		   enum pa_cache_mode mode)
+{
+	memset(pc, 0, sizeof(*pc));
+	pc->heap = heap;
+	if (mode == PA_CACHE_OFF)
+		return 0;
+	unsigned n = os_possible_cpus();
+	/* Unknown, or more than we keep caches for: ids past the end go uncached. */
+	if (n == 0 || n > PA_CACHE_MAX_CPUS)
+		n = n == 0 ? 1024 : PA_CACHE_MAX_CPUS;
+	pc->cpus = os_alloc(PA_ALIGN_UP(n * sizeof(struct pa_pagecache), os_page_size()));
+	if (pc->cpus == NULL) {
+		errno = ENOMEM;
+		return -1;
+	}
+	pc->ncpus = n;
+#if PA_HAVE_RSEQ_COMMIT
+	if (mode == PA_CACHE_RSEQ && __rseq_size > 0 && rseq_cpu(rseq_area()) >= 0 &&
+	    os_rseq_fence_register() == 0)
+		pc->mode = PA_CACHE_RSEQ;
+	else
+		pc->mode = PA_CACHE_LOCKED;
+#else
+	pc->mode = PA_CACHE_LOCKED;
+#endif
+	return 0;
+}
+
+void pagecache_destroy(struct pa_pagecache_set *pc)
+{
+	if (pc->cpus != NULL) {
+		pagecache_flush_all(pc);
+		os_unmap(pc->cpus, PA_ALIGN_UP(pc->ncpus * sizeof(struct pa_pagecache), os_page_size()));
+	}
+	memset(pc, 0, sizeof(*pc));
+}
+
+/* ---- owning a cache (slow paths) ---------------------------------------- */
+
+static int current_cpu(const struct pa_pagecache_set *pc)
+{
+	if (pc->mode == PA_CACHE_RSEQ)
+		return rseq_cpu(rseq_area());
+	return os_getcpu();
+}
+
+/* Take cache `cpu`: gen becomes odd. Returns the odd gen. */
+static uint64_t cache_own(struct pa_pagecache_set *pc, int cpu)
+{
+	struct pa_pagecache *c = &pc->cpus[cpu];
+	for (unsigned spins = 0;; spins++) {
+		uint64_t g = __atomic_load_n(&c->gen, __ATOMIC_RELAXED);
+		if (!(g & 1) && __atomic_compare_exchange_n(&c->gen, &g, g + 1, 0, __ATOMIC_ACQUIRE,
+							    __ATOMIC_RELAXED)) {
+			/* A sequence on that CPU that read the old gen may still
+			 * commit unless we run there or fence it. */
+			if (pc->mode == PA_CACHE_RSEQ && rseq_cpu(rseq_area()) != cpu)
+				os_rseq_fence(cpu);
+			return g + 1;
+		}
+		if (spins > 64)
+			os_yield();
+		else
+			__builtin_ia32_pause();
+	}
+}
+
+static void cache_release(struct pa_pagecache *c, uint64_t g)
+{
+	__atomic_store_n(&c->gen, g + 1, __ATOMIC_RELEASE);
+}
+
+/* ---- heap work, with the cache owned ------------------------------------- */
+
+static void set_owner(struct pa_pageheap *h, uintptr_t base, unsigned owner)
+{
+	pageheap_chunk(h, base)->cached_by[(base & (PA_CHUNK_SIZE - 1)) / GROUP_BYTES] =
+	    (uint16_t)owner;
+}
+
+/* Is any page of [a, a+n) sitting free in some CPU's cache? (double free) */
+static int free_in_a_cache(const struct pa_pagecache_set *pc, uintptr_t a, size_t n)
+{
+	uintptr_t gbase = PA_ALIGN_DOWN(a, GROUP_BYTES);
+	if (a + n * PA_PAGE_SIZE > gbase + GROUP_BYTES)
+		return 0; /* cached frees never cross a group; a heap check covers it */
+	unsigned owner = pageheap_chunk(pc->heap, a)->cached_by[(a & (PA_CHUNK_SIZE - 1)) / GROUP_BYTES];
+	if (owner == 0)
+		return 0;
+	const struct pa_pagecache *oc = &pc->cpus[owner - 1];
+	uint64_t m = bits_mask((unsigned)((a - gbase) / PA_PAGE_SIZE), (unsigned)n);
+	return ld(&oc->base) == gbase && (ld(&oc->free) & m) != 0;
+}
+
+/* Free [a, a+n) to the heap if it is a live allocation; heap lock held. */
+static enum pa_page_fault heap_free_checked_locked(struct pa_pagecache_set *pc, uintptr_t a,
+						  size_t n)
+{
+	enum pa_page_fault f = pageheap_check_locked(pc->heap, a, n);
+	if (f == PA_PAGE_OK && free_in_a_cache(pc, a, n))
+		f = PA_PAGE_NOT_ALLOCATED;
+	if (f == PA_PAGE_OK)
+		pageheap_free_locked(pc->heap, a, n);
+	return f;
+}
+
+static enum pa_page_fault heap_free_checked(struct pa_pagecache_set *pc, uintptr_t a, size_t n)
+{
+	lock_acquire(&pc->heap->lock);
+	enum pa_page_fault f = heap_free_checked_locked(pc, a, n);
+	lock_release(&pc->heap->lock);
+	return f;
+}
+
+/* Hand queued frees to the heap; heap lock held. Bad ones go to fault(). */
+static void drain_locked(struct pa_pagecache_set *pc, struct pa_pagecache *c)
+{
+	uint64_t n = ld(&c->nbatch);
+	for (uint64_t i = 0; i < n; i++) {
+		uintptr_t a = c->batch[i] & ~(PA_PAGE_SIZE - 1);
+		size_t np = c->batch[i] & (PA_PAGE_SIZE - 1);
+		enum pa_page_fault f = heap_free_checked_locked(pc, a, np);
+		if (f != PA_PAGE_OK)
+			fault(a, np, f);
+	}
+	st(&c->nbatch, 0);
+	if (n)
+		st(&c->drains, ld(&c->drains) + 1);
+}
+
+/* Give the cache's group back to the heap; heap lock held. */
+static void return_group_locked(struct pa_pagecache_set *pc, struct pa_pagecache *c)
+{
+	uintptr_t base = ld(&c->base);
+	if (base == 0)
+		return;
+	pageheap_return_group_locked(pc->heap, base, ld(&c->free), ld(&c->scav));
+	set_owner(pc->heap, base, 0);
+	st(&c->base, 0);
+	st(&c->free, 0);
+	st(&c->scav, 0);
+}
+
+static void flush_one(struct pa_pagecache_set *pc, int cpu)
+{
+	struct pa_pagecache *c = &pc->cpus[cpu];
+	if (ld(&c->base) == 0 && ld(&c->nbatch) == 0)
+		return;
+	uint64_t g = cache_own(pc, cpu);
+	lock_acquire(&pc->heap->lock);
+	drain_locked(pc, c);
+	return_group_locked(pc, c);
+	lock_release(&pc->heap->lock);
+	cache_release(c, g);
+}
+
+void pagecache_flush_all(struct pa_pagecache_set *pc)
+{
+	for (unsigned cpu = 0; cpu < pc->ncpus; cpu++)
+		flush_one(pc, (int)cpu);
+}
+
+void pagecache_own_all(struct pa_pagecache_set *pc)
+{
+	for (unsigned cpu = 0; cpu < pc->ncpus; cpu++)
+		cache_own(pc, (int)cpu);
+}
+
+void pagecache_release_all(struct pa_pagecache_set *pc)
+{
+	for (unsigned cpu = 0; cpu < pc->ncpus; cpu++)
+		cache_release(&pc->cpus[cpu], ld(&pc->cpus[cpu].gen));
+}
+
+void pagecache_after_fork_child(struct pa_pagecache_set *pc)
+{
+	/* Owned by the forking thread in pagecache_own_all: just release. */
+	pagecache_release_all(pc);
+	if (pc->mode == PA_CACHE_RSEQ && os_rseq_fence_register() != 0)
+		pc->mode = PA_CACHE_LOCKED;
+}
+
+/* ---- allocation ---------------------------------------------------------- */
+
+/* Index of a run of npages in free, or 64. */
+static inline unsigned run_in(uint64_t free, size_t npages)
+{
+	return npages == 1 ? bits_ctz(free) : bits_find_run(free, (unsigned)npages);
+}
+
+static uintptr_t alloc_slow(struct pa_pagecache_set *pc, size_t npages, size_t *scav)
+{
+	struct pa_pageheap *h = pc->heap;
+	int cpu = current_cpu(pc);
+	if (cpu < 0 || (unsigned)cpu >= pc->ncpus)
+		return pageheap_alloc(h, npages, scav);
+	struct pa_pagecache *c = &pc->cpus[cpu];
+	uint64_t g = cache_own(pc, cpu);
+	uint64_t free = ld(&c->free);
+	unsigned i = run_in(free, npages);
+	if (i >= 64 && free == 0) {
+		/* Empty: refill with the first group that has a free page. */
+		uintptr_t base;
+		uint64_t s;
+		lock_acquire(&h->lock);
+		drain_locked(pc, c);
+		return_group_locked(pc, c);
+		if (pageheap_take_group_locked(h, &base, &free, &s) == 0) {
+			set_owner(h, base, (unsigned)cpu + 1);
+			st(&c->base, base);
+			st(&c->scav, s);
+			st(&c->free, free);
+			st(&c->refills, ld(&c->refills) + 1);
+		}
+		lock_release(&h->lock);
+		i = run_in(free, npages);
+	}
+	uintptr_t addr = 0;
+	if (i < 64) {
+		uint64_t m = bits_mask(i, (unsigned)npages);
+		if (scav != NULL)
+			*scav = bits_popcount(ld(&c->scav) & m);
+		st(&c->free, free & ~m);
+		addr = ld(&c->base) + (uintptr_t)i * PA_PAGE_SIZE;
+	}
+	cache_release(c, g);
+	if (addr == 0) /* the group cannot hold the run: take it from the heap */
+		return pageheap_alloc(h, npages, scav);
+	pageheap_after_alloc(h); /* a refill may have passed the memory limit */
+	return addr;
+}
+
+uintptr_t pagecache_alloc(struct pa_pagecache_set *pc, size_t npages, size_t *scav)
+{
+#if PA_HAVE_RSEQ_COMMIT
+	if (pc->mode == PA_CACHE_RSEQ) {
+		struct rseq *rs = rseq_area();
+		for (int tries = 0; tries < 4; tries++) {
+			int32_t cpu = rseq_cpu(rs);
+			if (cpu < 0 || (unsigned)cpu >= pc->ncpus)
+				break;
+			struct pa_pagecache *c = &pc->cpus[cpu];
+			uint64_t g = __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
+			uint64_t free = ld(&c->free), base = ld(&c->base), s = ld(&c->scav);
+			unsigned i = run_in(free, npages);
+			if ((g & 1) || i >= 64)
+				break;
+			uint64_t m = bits_mask(i, (unsigned)npages);
+			if (rseq_commit(rs, (uint32_t)cpu, &c->gen, g, &c->free, free, &c->scav, s,
+					free & ~m) == 0) {
+				if (scav != NULL)
+					*scav = bits_popcount(s & m);
+				return base + (uintptr_t)i * PA_PAGE_SIZE;
+			}
+		}
+	}
+#endif
+	if (pc->mode == PA_CACHE_OFF)
+		return pageheap_alloc(pc->heap, npages, scav);
+	return alloc_slow(pc, npages, scav);
+}
+
+/* ---- free ---------------------------------------------------------------- */
+
+static enum pa_page_fault free_slow(struct pa_pagecache_set *pc, uintptr_t addr, size_t npages)
+{
+	struct pa_pageheap *h = pc->heap;
+	int cpu = current_cpu(pc);
+	if (cpu < 0 || (unsigned)cpu >= pc->ncpus)
+		return heap_free_checked(pc, addr, npages);
+	struct pa_pagecache *c = &pc->cpus[cpu];
+	uint64_t g = cache_own(pc, cpu);
+	enum pa_page_fault f = PA_PAGE_OK;
+	uintptr_t gbase = PA_ALIGN_DOWN(addr, GROUP_BYTES);
+	unsigned idx = (unsigned)((addr - gbase) / PA_PAGE_SIZE);
+	if (ld(&c->base) == gbase && idx + npages <= GROUP_PAGES) {
+		uint64_t m = bits_mask(idx, (unsigned)npages), free = ld(&c->free);
+		if (free & m) {
+			f = PA_PAGE_NOT_ALLOCATED;
+		} else {
+			st(&c->scav, ld(&c->scav) & ~m);
+			st(&c->free, free | m);
+		}
+	} else {
+		uint64_t n = ld(&c->nbatch);
+		if (n == PA_CACHE_BATCH) {
+			lock_acquire(&h->lock);
+			drain_locked(pc, c);
+			lock_release(&h->lock);
+			n = 0;
+		}
+		c->batch[n] = addr | npages;
+		st(&c->nbatch, n + 1);
+	}
+	cache_release(c, g);
+	return f;
+}
+
+enum pa_page_fault pagecache_free(struct pa_pagecache_set *pc, uintptr_t addr, size_t npages)
+{
+	if (addr & (PA_PAGE_SIZE - 1))
+		return PA_PAGE_UNALIGNED;
+	if (npages == 0 || npages >= PA_CACHE_MAX_PAGES)
+		return PA_PAGE_BAD_SIZE;
+	if (pc->mode == PA_CACHE_OFF)
+		return heap_free_checked(pc, addr, npages);
+#if PA_HAVE_RSEQ_COMMIT
+	if (pc->mode == PA_CACHE_RSEQ) {
+		struct rseq *rs = rseq_area();
+		uintptr_t gbase = PA_ALIGN_DOWN(addr, GROUP_BYTES);
+		unsigned idx = (unsigned)((addr - gbase) / PA_PAGE_SIZE);
+		int in_group = idx + npages <= GROUP_PAGES;
+		for (int tries = 0; tries < 4; tries++) {
+			int32_t cpu = rseq_cpu(rs);
+			if (cpu < 0 || (unsigned)cpu >= pc->ncpus)
+				break;
+			struct pa_pagecache *c = &pc->cpus[cpu];
+			uint64_t g = __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
+			if (g & 1)
+				break;
+			if (in_group && ld(&c->base) == gbase) {
+				uint64_t m = bits_mask(idx, (unsigned)npages);
+				uint64_t free = ld(&c->free), s = ld(&c->scav);
+				if (free & m) {
+					/* Looks like a double free: confirm on a stable snapshot. */
+					__atomic_thread_fence(__ATOMIC_ACQUIRE);
+					if (__atomic_load_n(&c->gen, __ATOMIC_RELAXED) == g)
+						return PA_PAGE_NOT_ALLOCATED;
+					continue;
+				}
+				/* The scav store is harmless if we abort: bits of
+				 * pages not free in the cache mean nothing. */
+				if (rseq_commit(rs, (uint32_t)cpu, &c->gen, g, &c->free, free,
+						&c->scav, s & ~m, free | m) == 0)
+					return PA_PAGE_OK;
+			} else {
+				uint64_t n = ld(&c->nbatch);
+				if (n >= PA_CACHE_BATCH)
+					break;
+				/* A slot past nbatch is dead until the commit. */
+				if (rseq_commit(rs, (uint32_t)cpu, &c->gen, g, &c->nbatch, n,
+						&c->batch[n], addr | npages, n + 1) == 0)
+					return PA_PAGE_OK;
+			}
+		}
+	}
+#endif
+	return free_slow(pc, addr, npages);
+}
+
+/* ---- statistics ---------------------------------------------------------- */
+
+void pagecache_stats(const struct pa_pagecache_set *pc, struct pa_pagecache_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (unsigned cpu = 0; cpu < pc->ncpus; cpu++) {
+		const struct pa_pagecache *c = &pc->cpus[cpu];
+		out->cached_pages += bits_popcount(ld(&c->free));
+		uint64_t n = ld(&c->nbatch);
+		for (uint64_t i = 0; i < n && i < PA_CACHE_BATCH; i++)
+			out->queued_pages += __atomic_load_n(&c->batch[i], __ATOMIC_RELAXED) &
+					     (PA_PAGE_SIZE - 1);
+		out->refills += ld(&c->refills);
+		out->drains += ld(&c->drains);
+	}
+}

@@ -1,0 +1,989 @@
+/*
+ * pageheap.c — the radix tree of summaries, the hint, growth, find, alloc
+ * and free. pageheap.h describes the data structures and invariants.
+ *
+ * Allocation (pageheap_alloc_locked):
+ *   1. Fast path: if the leaf summary of the hint's chunk says the chunk
+ *      holds a run of npages, search that chunk's bitmap from the hint.
+ *   2. Otherwise walk the tree from level 0 (find): at each level scan the 8
+ *      children of the entry chosen above (all of level 0 at the root) in
+ *      address order; descend into the first whose max fits, or stop at the
+ *      first place where the end of one entry plus the starts of the next
+ *      ones make a run long enough (a run that crosses a boundary at that
+ *      level). Runs found at a level above the leaves never need the bitmap.
+ *   3. Nothing fits: grow the heap from the OS and retry.
+ * Marking the pages updates the leaf summaries of the touched chunks and then
+ * each level above, stopping as soon as a level's summaries do not change.
+ */
+#include "pageheap.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "bits.h"
+#include "msg.h"
+#include "os.h"
+
+#define FULL_CHUNK_SUM sum_free(PA_CHUNK_PAGES_SHIFT)
+
+/* ---- geometry helpers -------------------------------------------------- */
+
+static inline uintptr_t off_of(const struct pa_pageheap *h, uintptr_t addr)
+{
+	return addr - h->window_base;
+}
+
+static inline size_t chunk_index(const struct pa_pageheap *h, uintptr_t addr)
+{
+	return off_of(h, addr) >> PA_CHUNK_SHIFT;
+}
+
+static inline uintptr_t chunk_base(const struct pa_pageheap *h, size_t ci)
+{
+	return h->window_base + ((uintptr_t)ci << PA_CHUNK_SHIFT);
+}
+
+static inline unsigned page_in_chunk(uintptr_t addr)
+{
+	return (unsigned)((addr >> PA_PAGE_SHIFT) & (PA_CHUNK_PAGES - 1));
+}
+
+static inline struct pa_chunk *chunk_at(const struct pa_pageheap *h, size_t ci)
+{
+	return &h->chunks[ci >> PA_CHUNK_L2_BITS][ci & (PA_CHUNK_L2_COUNT - 1)];
+}
+
+static inline size_t level_index(const struct pa_pageheap *h, unsigned l, uintptr_t addr)
+{
+	return off_of(h, addr) >> PA_LEVEL_SHIFT(l);
+}
+
+static _Noreturn void corrupt(const char *what, unsigned level, size_t index, size_t npages)
+{
+	struct pa_msg m;
+	msg_begin(&m);
+	msg_str(&m, "internal error: ");
+	msg_str(&m, what);
+	msg_str(&m, " (level ");
+	msg_uint(&m, level);
+	msg_str(&m, ", index ");
+	msg_uint(&m, index);
+	msg_str(&m, ", npages ");
+	msg_uint(&m, npages);
+	msg_str(&m, ")");
+	msg_end(&m);
+	os_abort();
+}
+
+/* ---- address ranges ---------------------------------------------------- */
+
+static int range_list_reserve(struct pa_range_list *rl, size_t need)
+{
+	if (need <= rl->cap)
+		return 0;
+	size_t cap = rl->cap ? rl->cap * 2 : os_page_size() / sizeof(struct pa_addr_range);
+	while (cap < need)
+		cap *= 2;
+	struct pa_addr_range *v = os_alloc(cap * sizeof(*v));
+	if (v == NULL)
+		return -1;
+	if (rl->n)
+		memcpy(v, rl->v, rl->n * sizeof(*v));
+	os_unmap(rl->v, rl->cap * sizeof(*v));
+	rl->v = v;
+	rl->cap = cap;
+	return 0;
+}
+
+/* Index of the first range whose limit is above addr (n if none). */
+static size_t range_list_search(const struct pa_range_list *rl, uintptr_t addr)
+{
+	size_t lo = 0, hi = rl->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (rl->v[mid].limit <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Insert [base, limit), which overlaps no range, merging with neighbours. */
+static int range_list_add(struct pa_range_list *rl, uintptr_t base, uintptr_t limit)
+{
+	size_t i = range_list_search(rl, base);
+	int join_lo = i > 0 && rl->v[i - 1].limit == base;
+	int join_hi = i < rl->n && rl->v[i].base == limit;
+	if (join_lo && join_hi) {
+		rl->v[i - 1].limit = rl->v[i].limit;
+		memmove(&rl->v[i], &rl->v[i + 1], (rl->n - i - 1) * sizeof(rl->v[0]));
+		rl->n--;
+	} else if (join_lo) {
+		rl->v[i - 1].limit = limit;
+	} else if (join_hi) {
+		rl->v[i].base = base;
+	} else {
+		if (range_list_reserve(rl, rl->n + 1) != 0)
+			return -1;
+		memmove(&rl->v[i + 1], &rl->v[i], (rl->n - i) * sizeof(rl->v[0]));
+		rl->v[i].base = base;
+		rl->v[i].limit = limit;
+		rl->n++;
+	}
+	return 0;
+}
+
+int pageheap_contains_locked(const struct pa_pageheap *h, uintptr_t addr)
+{
+	size_t i = range_list_search(&h->ranges, addr);
+	return i < h->ranges.n && h->ranges.v[i].base <= addr;
+}
+
+/* The lowest heap address >= addr, or limit_hint if there is none. */
+static uintptr_t heap_addr_at_or_above(const struct pa_pageheap *h, uintptr_t addr)
+{
+	size_t i = range_list_search(&h->ranges, addr);
+	if (i == h->ranges.n)
+		return h->limit_hint;
+	return addr > h->ranges.v[i].base ? addr : h->ranges.v[i].base;
+}
+
+/* ---- init and destroy -------------------------------------------------- */
+
+static size_t level_bytes(unsigned window_bits, unsigned l)
+{
+	size_t entries = (size_t)1 << (window_bits - PA_LEVEL_SHIFT(l));
+	return PA_ALIGN_UP(entries * sizeof(pa_sum), os_page_size());
+}
+
+static size_t tree_bytes(unsigned window_bits)
+{
+	size_t total = 0;
+	for (unsigned l = 0; l < PA_SUM_LEVELS; l++)
+		total += level_bytes(window_bits, l);
+	return total;
+}
+
+/* Reserve the summary levels for a window; 0 or -1 (nothing left mapped). */
+static int tree_reserve(struct pa_pageheap *h, unsigned window_bits, uintptr_t window_base)
+{
+	size_t total = tree_bytes(window_bits);
+	char *p = os_reserve(total, os_page_size(), 0);
+	if (p == NULL)
+		return -1;
+	size_t nchunks = (size_t)1 << (window_bits - PA_CHUNK_SHIFT);
+	size_t l1_len = nchunks >> PA_CHUNK_L2_BITS ? nchunks >> PA_CHUNK_L2_BITS : 1;
+	size_t l1_bytes = PA_ALIGN_UP(l1_len * sizeof(struct pa_chunk *), os_page_size());
+	struct pa_chunk **l1 = os_alloc(l1_bytes);
+	if (l1 == NULL || os_commit(p, level_bytes(window_bits, 0)) != 0) {
+		os_unmap(l1, l1_bytes);
+		os_unmap(p, total);
+		return -1;
+	}
+	h->sum_reservation = p;
+	h->sum_reservation_bytes = total;
+	for (unsigned l = 0; l < PA_SUM_LEVELS; l++) {
+		h->sum[l] = (pa_sum *)p;
+		h->sum_len[l] = (size_t)1 << (window_bits - PA_LEVEL_SHIFT(l));
+		p += level_bytes(window_bits, l);
+	}
+	h->chunks = l1;
+	h->chunks_l1_len = l1_len;
+	h->window_bits = window_bits;
+	h->window_base = window_base;
+	h->limit_hint = window_base + ((uintptr_t)1 << window_bits);
+	return 0;
+}
+
+/* Narrower windows to fall back to when the full reservation is refused. */
+static const unsigned fallback_window_bits[] = {44, 40, 36};
+
+int pageheap_init(struct pa_pageheap *h, const struct pa_pageheap_opts *opts)
+{
+	static const struct pa_pageheap_opts defaults;
+	if (opts == NULL)
+		opts = &defaults;
+	memset(h, 0, sizeof(*h));
+	lock_init(&h->lock);
+	h->metadata_only = opts->metadata_only;
+	h->arena_bytes = opts->arena_bytes ? PA_ALIGN_UP(opts->arena_bytes, PA_CHUNK_SIZE)
+					   : PA_ARENA_DEFAULT;
+	if (opts->window_bits != 0) {
+		if (opts->window_bits < PA_WINDOW_MIN_BITS || opts->window_bits > PA_ADDR_BITS) {
+			errno = EINVAL;
+			return -1;
+		}
+		uintptr_t base = PA_ALIGN_DOWN(opts->window_base, (uintptr_t)1 << opts->window_bits);
+		if (tree_reserve(h, opts->window_bits, base) != 0) {
+			errno = ENOMEM;
+			return -1;
+		}
+	} else if (tree_reserve(h, PA_ADDR_BITS, 0) != 0) {
+		/* Probably ulimit -v. Centre a narrower window on where the
+		 * kernel places mappings now, so our arenas can land inside. */
+		void *probe = os_reserve(PA_CHUNK_SIZE, os_page_size(), 0);
+		if (probe == NULL) {
+			errno = ENOMEM;
+			return -1;
+		}
+		os_unmap(probe, PA_CHUNK_SIZE);
+		size_t k = 0, n = sizeof(fallback_window_bits) / sizeof(fallback_window_bits[0]);
+		for (; k < n; k++) {
+			uintptr_t size = (uintptr_t)1 << fallback_window_bits[k];
+			if (tree_reserve(h, fallback_window_bits[k],
+					 PA_ALIGN_DOWN((uintptr_t)probe, size)) == 0)
+				break;
+		}
+		if (k == n) {
+			errno = ENOMEM;
+			return -1;
+		}
+		h->window_fallback = 1;
+	}
+	h->hint = h->limit_hint;
+	return 0;
+}
+
+void pageheap_destroy(struct pa_pageheap *h)
+{
+	for (size_t i = 0; i < h->arenas.n; i++)
+		os_unmap((void *)h->arenas.v[i].base, h->arenas.v[i].limit - h->arenas.v[i].base);
+	for (size_t i = 0; i < h->chunks_l1_len; i++)
+		os_unmap(h->chunks[i], PA_CHUNK_L2_COUNT * sizeof(struct pa_chunk));
+	os_unmap(h->chunks, PA_ALIGN_UP(h->chunks_l1_len * sizeof(struct pa_chunk *),
+					os_page_size()));
+	os_unmap(h->ranges.v, h->ranges.cap * sizeof(struct pa_addr_range));
+	os_unmap(h->arenas.v, h->arenas.cap * sizeof(struct pa_addr_range));
+	os_unmap(h->sum_reservation, h->sum_reservation_bytes);
+	memset(h, 0, sizeof(*h));
+}
+
+/* ---- summaries ------------------------------------------------------------ */
+
+/* Entries [lo, hi) of level l that cover [base, limit). */
+static void level_span(const struct pa_pageheap *h, unsigned l, uintptr_t base, uintptr_t limit,
+		       size_t *lo, size_t *hi)
+{
+	*lo = level_index(h, l, base);
+	*hi = level_index(h, l, limit - 1) + 1;
+}
+
+/* Committed byte range of level l's array for heap range [base, limit). */
+static void level_commit_span(const struct pa_pageheap *h, unsigned l, uintptr_t base,
+			      uintptr_t limit, uintptr_t *from, uintptr_t *to)
+{
+	if (l == 0) {
+		/* Committed whole at init: the root scan may read any of it. */
+		*from = (uintptr_t)h->sum[0];
+		*to = *from + level_bytes(h->window_bits, 0);
+		return;
+	}
+	size_t lo, hi;
+	level_span(h, l, base, limit, &lo, &hi);
+	lo = PA_ALIGN_DOWN(lo, PA_SUM_FANOUT);
+	hi = PA_ALIGN_UP(hi, PA_SUM_FANOUT);
+	if (hi > h->sum_len[l])
+		hi = h->sum_len[l];
+	*from = PA_ALIGN_DOWN((uintptr_t)&h->sum[l][lo], os_page_size());
+	*to = PA_ALIGN_UP((uintptr_t)&h->sum[l][hi], os_page_size());
+}
+
+/*
+ * Recompute the summaries covering [base, base + npages pages) after a
+ * change of the bitmaps there. Interior chunks of a multi-chunk range are
+ * set wholesale: alloc means fully allocated, otherwise fully free.
+ */
+static void update(struct pa_pageheap *h, uintptr_t base, size_t npages, int alloc)
+{
+	uintptr_t limit = base + npages * PA_PAGE_SIZE;
+	size_t sc = chunk_index(h, base), ec = chunk_index(h, limit - 1);
+	pa_sum *leaf = h->sum[PA_SUM_LEVELS - 1];
+	if (sc == ec) {
+		pa_sum s = chunk_summarize(chunk_at(h, sc));
+		if (s == leaf[sc])
+			return;
+		leaf[sc] = s;
+	} else {
+		leaf[sc] = chunk_summarize(chunk_at(h, sc));
+		pa_sum whole = alloc ? 0 : FULL_CHUNK_SUM;
+		for (size_t c = sc + 1; c < ec; c++)
+			leaf[c] = whole;
+		leaf[ec] = chunk_summarize(chunk_at(h, ec));
+	}
+	for (int l = (int)PA_SUM_LEVELS - 2; l >= 0; l--) {
+		unsigned child_log_pages = PA_LEVEL_LOG_PAGES((unsigned)l + 1);
+		size_t lo, hi;
+		int changed = 0;
+		level_span(h, (unsigned)l, base, limit, &lo, &hi);
+		for (size_t i = lo; i < hi; i++) {
+			const pa_sum *kids = &h->sum[l + 1][i << PA_SUM_LEVEL_BITS];
+			pa_sum s = sum_merge(kids, PA_SUM_FANOUT, child_log_pages);
+			if (s != h->sum[l][i]) {
+				h->sum[l][i] = s;
+				changed = 1;
+			}
+		}
+		if (!changed)
+			return;
+	}
+}
+
+/* Resident memory passed the limit: flag it for pageheap_after_alloc. */
+static inline void check_limit(struct pa_pageheap *h)
+{
+	if (h->limit_pages != 0 && pageheap_resident_pages_locked(h) > h->limit_pages)
+		__atomic_store_n(&h->pressure, 1, __ATOMIC_RELAXED);
+}
+
+/* Chunks [sc, ec] received free pages: tell the scavenger. */
+static void stamp_free(struct pa_pageheap *h, size_t sc, size_t ec)
+{
+	uint32_t stamp = __atomic_load_n(&h->epoch, __ATOMIC_RELAXED) + 1;
+	for (size_t c = sc; c <= ec; c++)
+		__atomic_store_n(&chunk_at(h, c)->free_stamp, stamp, __ATOMIC_RELAXED);
+	if (ec + 1 > h->scav_ci)
+		__atomic_store_n(&h->scav_ci, ec + 1, __ATOMIC_RELAXED);
+	h->free_count++;
+}
+
+/* ---- growth ------------------------------------------------------------- */
+
+int pageheap_grow_range_locked(struct pa_pageheap *h, uintptr_t base, size_t npages)
+{
+	uintptr_t size = (uintptr_t)npages * PA_PAGE_SIZE, limit = base + size;
+	uintptr_t window_limit = h->window_base + ((uintptr_t)1 << h->window_bits);
+	if (npages == 0 || base == 0 || (base | size) & (PA_CHUNK_SIZE - 1) ||
+	    base < h->window_base ||
+	    limit > window_limit || limit <= base) {
+		errno = EINVAL;
+		return -1;
+	}
+	size_t i = range_list_search(&h->ranges, base);
+	if (i < h->ranges.n && h->ranges.v[i].base < limit) {
+		errno = EINVAL; /* overlaps the heap */
+		return -1;
+	}
+	if (range_list_reserve(&h->ranges, h->ranges.n + 1) != 0)
+		goto nomem;
+	for (unsigned l = 1; l < PA_SUM_LEVELS; l++) {
+		uintptr_t from, to;
+		level_commit_span(h, l, base, limit, &from, &to);
+		if (os_commit((void *)from, to - from) != 0)
+			goto nomem;
+	}
+	size_t sc = chunk_index(h, base), ec = chunk_index(h, limit - 1);
+	for (size_t l1 = sc >> PA_CHUNK_L2_BITS; l1 <= ec >> PA_CHUNK_L2_BITS; l1++) {
+		if (h->chunks[l1] != NULL)
+			continue;
+		struct pa_chunk *block = os_alloc(PA_CHUNK_L2_COUNT * sizeof(struct pa_chunk));
+		if (block == NULL)
+			goto nomem;
+		__atomic_store_n(&h->chunks[l1], block, __ATOMIC_RELEASE);
+	}
+	/* Fresh memory from the OS is not resident: it starts scavenged. */
+	for (size_t c = sc; c <= ec; c++)
+		memset(chunk_at(h, c)->scav, 0xff, sizeof(chunk_at(h, c)->scav));
+	range_list_add(&h->ranges, base, limit);
+	if (h->end_ci == 0 || sc < h->start_ci)
+		__atomic_store_n(&h->start_ci, sc, __ATOMIC_RELAXED);
+	if (ec + 1 > h->end_ci)
+		__atomic_store_n(&h->end_ci, ec + 1, __ATOMIC_RELEASE);
+	h->mapped_pages += npages;
+	h->scav_pages += npages;
+	if (base < h->hint)
+		h->hint = base;
+	update(h, base, npages, 0);
+	return 0;
+nomem:
+	errno = ENOMEM;
+	return -1;
+}
+
+int pageheap_grow_range(struct pa_pageheap *h, uintptr_t base, size_t npages)
+{
+	lock_acquire(&h->lock);
+	int r = pageheap_grow_range_locked(h, base, npages);
+	lock_release(&h->lock);
+	return r;
+}
+
+static int in_window(const struct pa_pageheap *h, uintptr_t p, uintptr_t size)
+{
+	uintptr_t window_limit = h->window_base + ((uintptr_t)1 << h->window_bits);
+	return p >= h->window_base && p + size <= window_limit && p + size > p;
+}
+
+/*
+ * Reserve size bytes of chunk-aligned address space inside the window.
+ * First try right after the previous arena, so the heap stays contiguous;
+ * then wherever the kernel likes; in a narrowed window, scan it downwards.
+ */
+static uintptr_t reserve_arena(struct pa_pageheap *h, uintptr_t size)
+{
+	uintptr_t p = (uintptr_t)os_reserve(size, PA_CHUNK_SIZE, h->arena_end);
+	if (p != 0 && in_window(h, p, size))
+		return p;
+	os_unmap((void *)p, size);
+	if (h->window_bits >= PA_ADDR_BITS)
+		return 0;
+	uintptr_t top = h->window_base + ((uintptr_t)1 << h->window_bits);
+	for (unsigned k = 1; k <= 512 && (uintptr_t)k * size <= top - h->window_base; k++) {
+		uintptr_t cand = top - k * size;
+		p = (uintptr_t)os_reserve(size, PA_CHUNK_SIZE, cand);
+		if (p == cand)
+			return p;
+		os_unmap((void *)p, size);
+	}
+	return 0;
+}
+
+/* Get at least npages of new heap from the OS: reserve, commit, grow. */
+static int grow_from_os(struct pa_pageheap *h, size_t npages)
+{
+	if (npages > ((uintptr_t)1 << h->window_bits) / PA_PAGE_SIZE)
+		goto fail;
+	uintptr_t need = PA_ALIGN_UP((uintptr_t)npages * PA_PAGE_SIZE, PA_CHUNK_SIZE);
+	if (h->arena_end - h->arena_next < need) {
+		uintptr_t size = need > h->arena_bytes ? need : h->arena_bytes;
+		uintptr_t p = reserve_arena(h, size);
+		if (p == 0 && size > need)
+			p = reserve_arena(h, size = need);
+		if (p == 0 || range_list_reserve(&h->arenas, h->arenas.n + 1) != 0) {
+			os_unmap((void *)p, size);
+			goto fail;
+		}
+		range_list_add(&h->arenas, p, p + size);
+		h->reserved_bytes += size;
+		if (p != h->arena_end) {
+			/* Not contiguous: the old arena's tail joins the heap as
+			 * free, released pages (as Go does with curArena) rather
+			 * than being stranded. */
+			uintptr_t tail = h->arena_end - h->arena_next;
+			if (tail != 0 && os_commit((void *)h->arena_next, tail) == 0 &&
+			    pageheap_grow_range_locked(h, h->arena_next, tail / PA_PAGE_SIZE) == 0)
+				h->grow_count++;
+			h->arena_next = p;
+		}
+		h->arena_end = p + size;
+	}
+	uintptr_t base = h->arena_next;
+	if (os_commit((void *)base, need) != 0 ||
+	    pageheap_grow_range_locked(h, base, need / PA_PAGE_SIZE) != 0)
+		goto fail;
+	h->arena_next += need;
+	h->grow_count++;
+	return 0;
+fail:
+	h->grow_failures++;
+	errno = ENOMEM;
+	return -1;
+}
+
+/* ---- find and alloc ----------------------------------------------------- */
+
+/* The address window proven to hold the first free page; narrowed while
+ * descending, fixed once the search has to look past the first free entry. */
+struct first_free {
+	uintptr_t base, bound; /* inclusive, offsets from window_base */
+};
+
+static void found_free(struct first_free *ff, uintptr_t off, uintptr_t size)
+{
+	if (ff->base <= off && off + (size - 1) <= ff->bound) {
+		ff->base = off;
+		ff->bound = off + (size - 1);
+	}
+}
+
+/*
+ * Search the tree for the first run of npages free pages. Returns its
+ * address, or 0 if there is none; *new_hint receives the lowest address
+ * that may still be free.
+ */
+static uintptr_t find(struct pa_pageheap *h, size_t npages, uintptr_t *new_hint)
+{
+	struct first_free ff = {0, ~(uintptr_t)0};
+	uintptr_t hint_off = off_of(h, h->hint);
+	/* The root scan stops at the heap's last level-0 entry. */
+	size_t root_len = ((h->end_ci - 1) >> ((PA_SUM_LEVELS - 1) * PA_SUM_LEVEL_BITS)) + 1;
+	size_t parent = 0;
+
+	for (unsigned l = 0; l < PA_SUM_LEVELS; l++) {
+		const unsigned log_pages = PA_LEVEL_LOG_PAGES(l), shift = PA_LEVEL_SHIFT(l);
+		const size_t entry_pages = (size_t)1 << log_pages;
+		size_t first = l == 0 ? 0 : parent << PA_SUM_LEVEL_BITS;
+		size_t len = l == 0 ? root_len : PA_SUM_FANOUT;
+		/* Skip entries below the hint when the hint lies in this block. */
+		size_t j0 = 0, hint_idx = hint_off >> shift;
+		if (hint_idx >= first && hint_idx < first + len)
+			j0 = hint_idx - first;
+
+		/* [run_base, run_base + run) is the free run being extended, in
+		 * pages from the block's first page. */
+		size_t run_base = 0, run = 0;
+		for (size_t j = j0; j < len; j++) {
+			pa_sum s = h->sum[l][first + j];
+			if (s == 0) {
+				run = 0;
+				continue;
+			}
+			found_free(&ff, (uintptr_t)(first + j) << shift, (uintptr_t)1 << shift);
+			size_t start = sum_start(s);
+			if (run + start >= npages) {
+				if (run == 0)
+					run_base = j << log_pages;
+				run += start;
+				break;
+			}
+			if (sum_max(s) >= npages) {
+				parent = first + j;
+				goto descend;
+			}
+			if (run == 0 || start < entry_pages) {
+				run = sum_end(s);
+				run_base = ((j + 1) << log_pages) - run;
+				continue;
+			}
+			run += entry_pages;
+		}
+		if (run >= npages) {
+			*new_hint = h->window_base + ff.base;
+			return h->window_base + ((uintptr_t)first << shift) +
+			       (uintptr_t)run_base * PA_PAGE_SIZE;
+		}
+		if (l == 0) {
+			*new_hint = h->limit_hint;
+			return 0;
+		}
+		corrupt("summary promised a run its children lack", l, parent, npages);
+	descend:;
+	}
+
+	/* The leaf at `parent` is a chunk whose max fits: search its bitmap. */
+	unsigned first_free;
+	unsigned j = chunk_find(chunk_at(h, parent), (unsigned)npages, 0, &first_free);
+	if (j == CHUNK_NOT_FOUND)
+		corrupt("chunk summary promised a run its bitmap lacks", PA_SUM_LEVELS - 1, parent,
+			npages);
+	uintptr_t cbase = (uintptr_t)parent << PA_CHUNK_SHIFT;
+	uintptr_t ffoff = cbase + (uintptr_t)first_free * PA_PAGE_SIZE;
+	found_free(&ff, ffoff, cbase + PA_CHUNK_SIZE - ffoff);
+	*new_hint = h->window_base + ff.base;
+	return chunk_base(h, parent) + (uintptr_t)j * PA_PAGE_SIZE;
+}
+
+size_t pageheap_alloc_range_locked(struct pa_pageheap *h, uintptr_t addr, size_t npages)
+{
+	uintptr_t limit = addr + npages * PA_PAGE_SIZE;
+	size_t sc = chunk_index(h, addr), ec = chunk_index(h, limit - 1);
+	unsigned si = page_in_chunk(addr), ei = page_in_chunk(limit - 1);
+	size_t scav;
+	if (sc == ec) {
+		scav = chunk_alloc_range(chunk_at(h, sc), si, ei + 1 - si);
+	} else {
+		scav = chunk_alloc_range(chunk_at(h, sc), si, PA_CHUNK_PAGES - si);
+		for (size_t c = sc + 1; c < ec; c++)
+			scav += chunk_alloc_range(chunk_at(h, c), 0, PA_CHUNK_PAGES);
+		scav += chunk_alloc_range(chunk_at(h, ec), 0, ei + 1);
+	}
+	update(h, addr, npages, 1);
+	h->inuse_pages += npages;
+	h->scav_pages -= scav;
+	check_limit(h);
+	return scav;
+}
+
+uintptr_t pageheap_alloc_locked(struct pa_pageheap *h, size_t npages, size_t *scav)
+{
+	if (npages == 0 || npages > ((uintptr_t)1 << h->window_bits) / PA_PAGE_SIZE) {
+		errno = npages == 0 ? EINVAL : ENOMEM;
+		return 0;
+	}
+	for (;;) {
+		uintptr_t addr = 0, new_hint = 0;
+		if (chunk_index(h, h->hint) < h->end_ci) {
+			/* Fast path: the run may be in the hint's own chunk. */
+			size_t ci = chunk_index(h, h->hint);
+			unsigned pi = page_in_chunk(h->hint);
+			if (PA_CHUNK_PAGES - pi >= npages &&
+			    sum_max(h->sum[PA_SUM_LEVELS - 1][ci]) >= npages) {
+				unsigned first_free;
+				unsigned j = chunk_find(chunk_at(h, ci), (unsigned)npages, pi,
+							&first_free);
+				if (j == CHUNK_NOT_FOUND)
+					corrupt("leaf summary promised a run its bitmap lacks",
+						PA_SUM_LEVELS - 1, ci, npages);
+				addr = chunk_base(h, ci) + (uintptr_t)j * PA_PAGE_SIZE;
+				new_hint = chunk_base(h, ci) + (uintptr_t)first_free * PA_PAGE_SIZE;
+			} else {
+				addr = find(h, npages, &new_hint);
+				/* A hint deduced at a coarse level may fall in a gap
+				 * between ranges: move it up to real heap. */
+				new_hint = heap_addr_at_or_above(h, new_hint);
+			}
+		}
+		if (addr != 0) {
+			size_t s = pageheap_alloc_range_locked(h, addr, npages);
+			if (scav != NULL)
+				*scav = s;
+			if (new_hint > h->hint)
+				h->hint = new_hint;
+			return addr;
+		}
+		/* Nothing free anywhere for one page means nothing free at all. */
+		if (npages == 1)
+			h->hint = h->limit_hint;
+		if (h->metadata_only || grow_from_os(h, npages) != 0) {
+			errno = ENOMEM;
+			return 0;
+		}
+	}
+}
+
+uintptr_t pageheap_alloc(struct pa_pageheap *h, size_t npages, size_t *scav)
+{
+	lock_acquire(&h->lock);
+	uintptr_t addr = pageheap_alloc_locked(h, npages, scav);
+	lock_release(&h->lock);
+	pageheap_after_alloc(h);
+	return addr;
+}
+
+/* ---- free --------------------------------------------------------------- */
+
+void pageheap_free_locked(struct pa_pageheap *h, uintptr_t addr, size_t npages)
+{
+	uintptr_t limit = addr + npages * PA_PAGE_SIZE;
+	size_t sc = chunk_index(h, addr), ec = chunk_index(h, limit - 1);
+	unsigned si = page_in_chunk(addr), ei = page_in_chunk(limit - 1);
+	if (addr < h->hint)
+		h->hint = addr;
+	if (sc == ec) {
+		chunk_free_range(chunk_at(h, sc), si, ei + 1 - si);
+	} else {
+		chunk_free_range(chunk_at(h, sc), si, PA_CHUNK_PAGES - si);
+		for (size_t c = sc + 1; c < ec; c++)
+			memset(chunk_at(h, c)->alloc, 0, sizeof(chunk_at(h, c)->alloc));
+		chunk_free_range(chunk_at(h, ec), 0, ei + 1);
+	}
+	update(h, addr, npages, 0);
+	h->inuse_pages -= npages;
+	stamp_free(h, sc, ec);
+}
+
+void pageheap_free(struct pa_pageheap *h, uintptr_t addr, size_t npages)
+{
+	lock_acquire(&h->lock);
+	pageheap_free_locked(h, addr, npages);
+	lock_release(&h->lock);
+}
+
+enum pa_page_fault pageheap_check_locked(const struct pa_pageheap *h, uintptr_t addr,
+					 size_t npages)
+{
+	if (npages == 0 || npages > ((uintptr_t)1 << h->window_bits) / PA_PAGE_SIZE)
+		return PA_PAGE_BAD_SIZE;
+	if (addr & (PA_PAGE_SIZE - 1))
+		return PA_PAGE_UNALIGNED;
+	uintptr_t limit = addr + npages * PA_PAGE_SIZE;
+	size_t i = range_list_search(&h->ranges, addr);
+	if (limit < addr || i == h->ranges.n || h->ranges.v[i].base > addr ||
+	    h->ranges.v[i].limit < limit)
+		return PA_PAGE_NOT_HEAP;
+	for (uintptr_t a = addr; a < limit;) {
+		uintptr_t next = PA_ALIGN_DOWN(a, PA_CHUNK_SIZE) + PA_CHUNK_SIZE;
+		if (next > limit)
+			next = limit;
+		unsigned n = (unsigned)((next - a) / PA_PAGE_SIZE);
+		if (chunk_count_alloc(pageheap_chunk(h, a), page_in_chunk(a), n) != n)
+			return PA_PAGE_NOT_ALLOCATED;
+		a = next;
+	}
+	return PA_PAGE_OK;
+}
+
+enum pa_page_fault pageheap_check(struct pa_pageheap *h, uintptr_t addr, size_t npages)
+{
+	lock_acquire(&h->lock);
+	enum pa_page_fault f = pageheap_check_locked(h, addr, npages);
+	lock_release(&h->lock);
+	return f;
+}
+
+/* ---- verification and accounting --------------------------------------- */
+
+static size_t complain(size_t errors, const char *what, unsigned level, size_t index)
+{
+	if (errors < 5) {
+		struct pa_msg m;
+		msg_begin(&m);
+		msg_str(&m, "verify: ");
+		msg_str(&m, what);
+		msg_str(&m, " at level ");
+		msg_uint(&m, level);
+		msg_str(&m, " index ");
+		msg_uint(&m, index);
+		msg_end(&m);
+	}
+	return errors + 1;
+}
+
+size_t pageheap_verify(struct pa_pageheap *h)
+{
+	size_t errors = 0, inuse = 0, scav = 0, mapped = 0;
+	lock_acquire(&h->lock);
+	for (size_t r = 0; r < h->ranges.n; r++) {
+		uintptr_t base = h->ranges.v[r].base, limit = h->ranges.v[r].limit;
+		mapped += (limit - base) / PA_PAGE_SIZE;
+		for (size_t c = chunk_index(h, base); c <= chunk_index(h, limit - 1); c++) {
+			const struct pa_chunk *ch = chunk_at(h, c);
+			if (h->sum[PA_SUM_LEVELS - 1][c] != chunk_summarize(ch))
+				errors = complain(errors, "leaf summary != bitmap", PA_SUM_LEVELS - 1, c);
+			for (unsigned w = 0; w < PA_CHUNK_WORDS; w++) {
+				if (ch->alloc[w] & ch->scav[w])
+					errors = complain(errors, "page both allocated and scavenged",
+							  PA_SUM_LEVELS - 1, c);
+				inuse += bits_popcount(ch->alloc[w]);
+				scav += bits_popcount(ch->scav[w]);
+			}
+			/* Invariant 3: nothing free below the hint. */
+			uintptr_t cb = chunk_base(h, c);
+			if (cb < h->hint) {
+				uintptr_t below = h->hint - cb;
+				unsigned n = below >= PA_CHUNK_SIZE ? PA_CHUNK_PAGES
+								    : (unsigned)(below / PA_PAGE_SIZE);
+				if (chunk_count_alloc(ch, 0, n) != n)
+					errors = complain(errors, "free page below the hint",
+							  PA_SUM_LEVELS - 1, c);
+			}
+		}
+		for (int l = (int)PA_SUM_LEVELS - 2; l >= 0; l--) {
+			size_t lo, hi;
+			level_span(h, (unsigned)l, base, limit, &lo, &hi);
+			for (size_t i = lo; i < hi; i++) {
+				pa_sum s = sum_merge(&h->sum[l + 1][i << PA_SUM_LEVEL_BITS],
+						     PA_SUM_FANOUT, PA_LEVEL_LOG_PAGES((unsigned)l + 1));
+				if (s != h->sum[l][i])
+					errors = complain(errors, "summary != merge of children",
+							  (unsigned)l, i);
+			}
+		}
+	}
+	if (h->hint != h->limit_hint && !pageheap_contains_locked(h, h->hint))
+		errors = complain(errors, "hint outside the heap", 0, 0);
+	if (inuse != h->inuse_pages + h->releasing_pages || scav != h->scav_pages ||
+	    mapped != h->mapped_pages)
+		errors = complain(errors, "page counters disagree with the bitmaps", 0, 0);
+	lock_release(&h->lock);
+	return errors;
+}
+
+size_t pageheap_metadata_bytes_locked(const struct pa_pageheap *h)
+{
+	size_t total = level_bytes(h->window_bits, 0);
+	for (unsigned l = 1; l < PA_SUM_LEVELS; l++) {
+		/* Ranges are sorted, so their commit spans are too: merge overlaps. */
+		uintptr_t cur_from = 0, cur_to = 0;
+		for (size_t r = 0; r < h->ranges.n; r++) {
+			uintptr_t from, to;
+			level_commit_span(h, l, h->ranges.v[r].base, h->ranges.v[r].limit, &from,
+					  &to);
+			if (from > cur_to) {
+				total += cur_to - cur_from;
+				cur_from = from;
+			}
+			if (to > cur_to)
+				cur_to = to;
+		}
+		total += cur_to - cur_from;
+	}
+	for (size_t i = 0; i < h->chunks_l1_len; i++)
+		if (h->chunks[i] != NULL)
+			total += PA_CHUNK_L2_COUNT * sizeof(struct pa_chunk);
+	total += PA_ALIGN_UP(h->chunks_l1_len * sizeof(struct pa_chunk *), os_page_size());
+	return total;
+}
+
+/* ---- 64-page groups for the per-CPU page caches ------------------------- */
+
+int pageheap_take_group_locked(struct pa_pageheap *h, uintptr_t *base, uint64_t *free,
+			       uint64_t *scav)
+{
+	for (;;) {
+		uintptr_t first = 0, new_hint = 0;
+		if (chunk_index(h, h->hint) < h->end_ci) {
+			size_t ci = chunk_index(h, h->hint);
+			if (sum_max(h->sum[PA_SUM_LEVELS - 1][ci]) != 0) {
+				unsigned ff;
+				unsigned j = chunk_find(chunk_at(h, ci), 1, page_in_chunk(h->hint), &ff);
+				if (j == CHUNK_NOT_FOUND)
+					corrupt("leaf summary promised a page its bitmap lacks",
+						PA_SUM_LEVELS - 1, ci, 1);
+				first = chunk_base(h, ci) + (uintptr_t)j * PA_PAGE_SIZE;
+			} else {
+				first = find(h, 1, &new_hint);
+			}
+		}
+		if (first == 0) {
+			h->hint = h->limit_hint;
+			if (h->metadata_only || grow_from_os(h, 1) != 0) {
+				errno = ENOMEM;
+				return -1;
+			}
+			continue;
+		}
+		struct pa_chunk *c = pageheap_chunk(h, first);
+		unsigned w = page_in_chunk(first) / 64;
+		uint64_t f = ~c->alloc[w], s = c->scav[w] & f;
+		uintptr_t gbase = PA_ALIGN_DOWN(first, 64 * PA_PAGE_SIZE);
+		c->alloc[w] = ~(uint64_t)0;
+		c->scav[w] &= ~f;
+		update(h, gbase, 64, 1);
+		h->inuse_pages += bits_popcount(f);
+		h->scav_pages -= bits_popcount(s);
+		check_limit(h);
+		/* Every page up to the group's end is now allocated (as Go does,
+		 * point the hint at the group's last page: still heap). */
+		uintptr_t last = gbase + 63 * PA_PAGE_SIZE;
+		if (last > h->hint)
+			h->hint = last;
+		*base = gbase;
+		*free = f;
+		*scav = s;
+		return 0;
+	}
+}
+
+void pageheap_return_group_locked(struct pa_pageheap *h, uintptr_t base, uint64_t free,
+				  uint64_t scav)
+{
+	if (free == 0)
+		return;
+	struct pa_chunk *c = pageheap_chunk(h, base);
+	unsigned w = page_in_chunk(base) / 64;
+	c->alloc[w] &= ~free;
+	c->scav[w] |= scav & free;
+	update(h, base, 64, 0);
+	h->inuse_pages -= bits_popcount(free);
+	h->scav_pages += bits_popcount(scav & free);
+	stamp_free(h, chunk_index(h, base), chunk_index(h, base));
+	uintptr_t lowest = base + (uintptr_t)bits_ctz(free) * PA_PAGE_SIZE;
+	if (lowest < h->hint)
+		h->hint = lowest;
+}
+
+/* ---- reporting bad frees ------------------------------------------------ */
+
+static const char *fault_text(enum pa_page_fault f)
+{
+	switch (f) {
+	case PA_PAGE_UNALIGNED: return "misaligned pointer (not a multiple of 8192)";
+	case PA_PAGE_NOT_HEAP: return "pointer not from the page heap";
+	case PA_PAGE_NOT_ALLOCATED: return "double free (pages already free)";
+	case PA_PAGE_BAD_SIZE: return "bad page count";
+	case PA_PAGE_OK: break;
+	}
+	return "ok";
+}
+
+_Noreturn void pageheap_report_fault(uintptr_t addr, size_t npages, enum pa_page_fault f,
+				     const char *when)
+{
+	struct pa_msg m;
+	msg_begin(&m);
+	msg_str(&m, "pa_pages_free(");
+	msg_hex(&m, addr);
+	msg_str(&m, ", ");
+	msg_uint(&m, npages);
+	msg_str(&m, " pages): ");
+	msg_str(&m, fault_text(f));
+	if (when != NULL) {
+		msg_str(&m, " ");
+		msg_str(&m, when);
+	}
+	msg_end(&m);
+	os_abort();
+}
+
+/* ---- scavenger support ----------------------------------------------------- */
+
+size_t pageheap_scav_next(struct pa_pageheap *h, size_t below, uint32_t min_age, size_t *recent)
+{
+	uint32_t now = __atomic_load_n(&h->epoch, __ATOMIC_RELAXED);
+	size_t start = __atomic_load_n(&h->start_ci, __ATOMIC_RELAXED);
+	size_t end = __atomic_load_n(&h->end_ci, __ATOMIC_ACQUIRE);
+	size_t top = __atomic_load_n(&h->scav_ci, __ATOMIC_RELAXED);
+	if (below > end)
+		below = end;
+	if (below > top)
+		below = top;
+	*recent = 0;
+	for (size_t ci = below; ci-- > start;) {
+		struct pa_chunk *block = __atomic_load_n(&h->chunks[ci >> PA_CHUNK_L2_BITS],
+							 __ATOMIC_ACQUIRE);
+		if (block == NULL) {
+			/* A whole L2 block of address space that never was heap. */
+			ci &= ~(size_t)(PA_CHUNK_L2_COUNT - 1);
+			continue;
+		}
+		uint32_t stamp = __atomic_load_n(&block[ci & (PA_CHUNK_L2_COUNT - 1)].free_stamp,
+						 __ATOMIC_RELAXED);
+		if (stamp == 0)
+			continue;
+		if ((uint32_t)(now - (stamp - 1)) >= min_age)
+			return ci;
+		if (*recent == 0)
+			*recent = ci + 1;
+	}
+	return SIZE_MAX;
+}
+
+size_t pageheap_prev_chunk_locked(const struct pa_pageheap *h, size_t below)
+{
+	if (below == 0 || h->ranges.n == 0)
+		return SIZE_MAX;
+	uintptr_t addr = chunk_base(h, below - 1);
+	size_t i = range_list_search(&h->ranges, addr);
+	if (i < h->ranges.n && h->ranges.v[i].base <= addr)
+		return below - 1;
+	/* addr lies in a gap (or above the heap): the range below it ends first. */
+	if (i == 0)
+		return SIZE_MAX;
+	return chunk_index(h, h->ranges.v[i - 1].limit - 1);
+}
+
+unsigned pageheap_scav_reserve_locked(struct pa_pageheap *h, size_t ci, int force,
+				      unsigned hp_pages, unsigned max_pages, uintptr_t *addr)
+{
+	struct pa_chunk *c = chunk_at(h, ci);
+	unsigned start, n = chunk_scav_candidate(c, force, hp_pages, max_pages, &start);
+	if (n == 0) {
+		if (!force)
+			__atomic_store_n(&c->free_stamp, 0, __ATOMIC_RELAXED);
+		return 0;
+	}
+	*addr = chunk_base(h, ci) + (uintptr_t)start * PA_PAGE_SIZE;
+	/* Out of circulation while the lock is dropped for the madvise. */
+	unsigned scav = chunk_alloc_range(c, start, n);
+	update(h, *addr, n, 1);
+	h->scav_pages -= scav;
+	h->releasing_pages += n;
+	return n;
+}
+
+void pageheap_scav_commit_locked(struct pa_pageheap *h, uintptr_t addr, unsigned npages,
+				 int released)
+{
+	struct pa_chunk *c = pageheap_chunk(h, addr);
+	unsigned start = page_in_chunk(addr);
+	chunk_free_range(c, start, npages);
+	if (released) {
+		bits_set_range(c->scav, start, npages);
+		h->scav_pages += npages;
+	}
+	update(h, addr, npages, 0);
+	h->releasing_pages -= npages;
+	if (addr < h->hint)
+		h->hint = addr;
+}

@@ -1,0 +1,222 @@
+/*
+ * pageheap.h — the page heap: address-ordered first-fit allocation of runs of
+ * 8 KiB pages, after the Go runtime's 2019 page allocator
+ * (shared/seeds/004: "Scaling the Go page allocator").
+ *
+ * Data structures (see docs/design.md for the picture):
+ *
+ *  - chunks: every 4 MiB of heap has a struct pa_chunk (bitmaps, chunk.h),
+ *    reached through a sparse two-level array; an L2 block is mapped when the
+ *    heap first grows into the 32 GiB it covers.
+ *  - summaries: PA_SUM_LEVELS arrays of packed summaries (summary.h), one per
+ *    tree level, indexed by (addr - window_base) >> PA_LEVEL_SHIFT(level).
+ *    All levels are reserved PROT_NONE in one mapping at init; when the heap
+ *    grows, the pages of every level that cover the new range are committed,
+ *    widened to whole fanout blocks of 8 so that a search that reads one
+ *    entry of a block may read its siblings. Uncommitted or unused summaries
+ *    are 0 (fully allocated) and are never read: searches only descend into
+ *    a nonzero parent, and the level-0 scan stops at the heap's end.
+ *  - ranges: the sorted, disjoint, chunk-aligned address ranges that are heap.
+ *  - hint: an address such that no free page lies below it. It always points
+ *    into a heap range, or equals `limit_hint` when nothing is free, so a read
+ *    of the leaf summary at the hint is always a committed read.
+ *
+ * Invariants (checked by pageheap_verify):
+ *  1. every leaf summary equals chunk_summarize of its chunk;
+ *  2. every inner summary equals sum_merge of its 8 children;
+ *  3. no free page lies below the hint;
+ *  4. alloc and scav bits are never both set; scav_pages equals the count of
+ *     scav bits, inuse_pages the count of alloc bits over the heap ranges.
+ *
+ * The address window: normally the tree covers the whole 48-bit space
+ * (window_base 0, ~585 MiB of PROT_NONE reservation). If that reservation is
+ * refused (ulimit -v), pageheap_init retries with narrower windows down to
+ * 64 GiB and the heap only ever places memory inside the window.
+ *
+ * Locking: every field below `lock` is protected by it. Functions named
+ * *_locked expect the caller to hold it; the others take it.
+ */
+#ifndef PA_PAGEHEAP_H
+#define PA_PAGEHEAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chunk.h"
+#include "layout.h"
+#include "lock.h"
+#include "summary.h"
+
+struct pa_addr_range {
+	uintptr_t base, limit; /* [base, limit), chunk-aligned */
+};
+
+/* A growable array kept in its own anonymous mapping (never libc malloc). */
+struct pa_range_list {
+	struct pa_addr_range *v;
+	size_t n, cap;
+};
+
+struct pa_pageheap_opts {
+	/* Metadata-only heap for tests and benchmarks: memory enters only through
+	 * pageheap_grow_range at any chunk-aligned address; pages are never
+	 * mapped or touched, and an exhausted heap fails instead of growing. */
+	int metadata_only;
+	/* 0: try the full 48-bit window, then narrower ones. Otherwise cover only
+	 * the 2^window_bits bytes at window_base (aligned to that size). */
+	unsigned window_bits;
+	uintptr_t window_base;
+	/* Address space reserved from the OS per growth (0: PA_ARENA_DEFAULT). */
+	size_t arena_bytes;
+};
+
+#define PA_ARENA_DEFAULT ((size_t)64 << 20)
+
+/* Why a range handed to pa_pages_free is not a live allocation. */
+enum pa_page_fault {
+	PA_PAGE_OK = 0,
+	PA_PAGE_UNALIGNED,     /* not a multiple of the 8 KiB page size */
+	PA_PAGE_NOT_HEAP,      /* not (wholly) inside the page heap */
+	PA_PAGE_NOT_ALLOCATED, /* some page of it is already free: double free */
+	PA_PAGE_BAD_SIZE,      /* zero pages, or more than the address space */
+};
+
+struct pa_pageheap {
+	pa_lock lock;
+
+	/* Set at init, then read-only. */
+	uintptr_t window_base;
+	unsigned window_bits;
+	int window_fallback;  /* 1 if the full 48-bit window was refused */
+	int metadata_only;
+	size_t arena_bytes;
+	pa_sum *sum[PA_SUM_LEVELS]; /* level arrays inside one reservation */
+	size_t sum_len[PA_SUM_LEVELS];
+	void *sum_reservation;
+	size_t sum_reservation_bytes;
+	struct pa_chunk **chunks; /* L1 array of L2 blocks */
+	size_t chunks_l1_len;
+	uintptr_t limit_hint; /* window end: the hint when nothing is free */
+
+	/* Protected by lock. */
+	uintptr_t hint;        /* no free page below this address */
+	size_t start_ci, end_ci; /* chunk indices bounding all ranges: [start, end) */
+	struct pa_range_list ranges; /* heap address ranges, sorted */
+	struct pa_range_list arenas; /* OS reservations, for destroy */
+	uintptr_t arena_next, arena_end; /* uncommitted tail of the last arena */
+	size_t mapped_pages;   /* pages inside heap ranges */
+	size_t inuse_pages;    /* alloc bits set */
+	size_t scav_pages;     /* scav bits set (free and released) */
+	size_t reserved_bytes; /* OS address space reserved for heap pages */
+	uint64_t grow_count;   /* successful growths */
+	uint64_t grow_failures;/* growths the OS refused */
+	size_t releasing_pages;/* taken by the scavenger while it releases them */
+	uint64_t free_count;   /* frees that stamped chunks (scavenger bookkeeping) */
+
+	/* Scavenger coupling; atomics, so it can look without the lock. */
+	size_t scav_ci;        /* no chunk at or above this index needs scavenging */
+	uint32_t epoch;        /* coarse clock (ms), advanced by the scavenger */
+	size_t limit_pages;    /* memory limit in pages, 0: none (set by scavenger) */
+	int pressure;          /* 1: resident pages passed limit_pages */
+	void (*on_pressure)(void *arg); /* called after unlock when pressure is set */
+	void *pressure_arg;
+};
+
+int pageheap_init(struct pa_pageheap *h, const struct pa_pageheap_opts *opts);
+void pageheap_destroy(struct pa_pageheap *h);
+
+/* First-fit allocation of npages; grows the heap when nothing fits. Returns
+ * 0 when out of memory. *scav (if non-NULL) receives how many of the pages
+ * were released to the OS (and therefore read as zero). */
+uintptr_t pageheap_alloc(struct pa_pageheap *h, size_t npages, size_t *scav);
+uintptr_t pageheap_alloc_locked(struct pa_pageheap *h, size_t npages, size_t *scav);
+
+/* Free a live allocation. The caller has validated it (pageheap_check). */
+void pageheap_free(struct pa_pageheap *h, uintptr_t addr, size_t npages);
+void pageheap_free_locked(struct pa_pageheap *h, uintptr_t addr, size_t npages);
+
+/* Is [addr, addr + npages pages) a range of allocated heap pages? */
+enum pa_page_fault pageheap_check(struct pa_pageheap *h, uintptr_t addr, size_t npages);
+enum pa_page_fault pageheap_check_locked(const struct pa_pageheap *h, uintptr_t addr,
+					 size_t npages);
+
+/* The one-line message for a bad free of npages at addr, then abort. */
+_Noreturn void pageheap_report_fault(uintptr_t addr, size_t npages, enum pa_page_fault f,
+				     const char *when);
+
+/* Mark an exact free range allocated (tests building heap states; refills).
+ * Returns how many of the pages were scavenged. */
+size_t pageheap_alloc_range_locked(struct pa_pageheap *h, uintptr_t addr, size_t npages);
+
+/*
+ * Per-CPU page cache support. take_group: find the first free page at the
+ * hint (growing the heap if needed), and take every free page of its
+ * 64-page-aligned group: they become allocated in the heap. *free gets the
+ * group's free pages (bit i = page base + i), *scav which of those were
+ * released. 0, or -1 when out of memory. return_group gives free pages of a
+ * group back (their released state in scav).
+ */
+int pageheap_take_group_locked(struct pa_pageheap *h, uintptr_t *base, uint64_t *free,
+			       uint64_t *scav);
+void pageheap_return_group_locked(struct pa_pageheap *h, uintptr_t base, uint64_t free,
+				  uint64_t scav);
+
+/*
+ * Scavenger support.
+ * scav_next: without the lock, the highest heap chunk below `below` whose
+ *   free stamp is set and at least min_age epochs old; SIZE_MAX if none.
+ *   *recent gets 1 + the highest chunk skipped for being too young (or 0).
+ * prev_chunk_locked: the highest heap chunk index below `below` (SIZE_MAX).
+ * scav_reserve_locked: in chunk ci, take the candidate run of
+ *   chunk_scav_candidate out of circulation (allocated, counted as
+ *   releasing) and return its length (0: none; then, unless force, the
+ *   chunk's stamp is cleared). *addr receives its address.
+ * scav_commit_locked: free the reserved run again, as released pages if
+ *   `released`, else as resident ones (the kernel refused the madvise).
+ * resident_pages_locked: pages of the heap that may be resident.
+ */
+size_t pageheap_scav_next(struct pa_pageheap *h, size_t below, uint32_t min_age, size_t *recent);
+size_t pageheap_prev_chunk_locked(const struct pa_pageheap *h, size_t below);
+unsigned pageheap_scav_reserve_locked(struct pa_pageheap *h, size_t ci, int force,
+				      unsigned hp_pages, unsigned max_pages, uintptr_t *addr);
+void pageheap_scav_commit_locked(struct pa_pageheap *h, uintptr_t addr, unsigned npages,
+				 int released);
+
+static inline size_t pageheap_resident_pages_locked(const struct pa_pageheap *h)
+{
+	return h->mapped_pages - h->scav_pages;
+}
+
+/* After dropping the heap lock on an allocation path: run the memory-limit
+ * hook if that allocation pushed resident memory past the limit. */
+static inline void pageheap_after_alloc(struct pa_pageheap *h)
+{
+	if (__builtin_expect(__atomic_load_n(&h->pressure, __ATOMIC_RELAXED), 0) &&
+	    h->on_pressure != NULL)
+		h->on_pressure(h->pressure_arg);
+}
+
+/* Add [base, base + npages pages) to the heap as free, released memory.
+ * base and the size must be chunk-aligned and inside the window and not
+ * already heap. Commits the metadata that covers it. 0, or -1 (ENOMEM). */
+int pageheap_grow_range_locked(struct pa_pageheap *h, uintptr_t base, size_t npages);
+int pageheap_grow_range(struct pa_pageheap *h, uintptr_t base, size_t npages);
+
+/* The chunk that holds address addr (which must be inside the heap). */
+static inline struct pa_chunk *pageheap_chunk(const struct pa_pageheap *h, uintptr_t addr)
+{
+	size_t ci = (addr - h->window_base) >> PA_CHUNK_SHIFT;
+	return &h->chunks[ci >> PA_CHUNK_L2_BITS][ci & (PA_CHUNK_L2_COUNT - 1)];
+}
+
+/* Is addr inside a heap range? (binary search; lock held) */
+int pageheap_contains_locked(const struct pa_pageheap *h, uintptr_t addr);
+
+/* Check invariants 1-4; returns 0 or the number of violations, writing a
+ * line about the first few to stderr. For tests and debug builds. */
+size_t pageheap_verify(struct pa_pageheap *h);
+
+/* Bytes of committed summary and chunk metadata (derived from the ranges). */
+size_t pageheap_metadata_bytes_locked(const struct pa_pageheap *h);
+
+#endif

@@ -1,0 +1,227 @@
+/*
+ * pages.c — the process-wide default page heap, its per-CPU page caches and
+ * its scavenger, and the public page API (pa_pages_alloc, pa_pages_free,
+ * pa_stats, pa_cache_flush, pa_scavenge).
+ *
+ * The default heap is built on first use, which may be the very first malloc
+ * of the process (before constructors, from several threads at once): a
+ * futex lock serialises the build and nothing on the way allocates. Work that
+ * may allocate (registering fork handlers, starting the scavenger thread) is
+ * done after the build, outside every allocator lock, by the thread that
+ * built it; a forked child restarts the thread on its next heap call.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "config.h"
+#include "msg.h"
+#include "os.h"
+#include "pagealloc.h"
+#include "pagecache.h"
+#include "pageheap.h"
+#include "scavenger.h"
+
+enum { HEAP_UNINIT, HEAP_READY, HEAP_FAILED };
+
+static struct pa_pageheap default_heap;
+static struct pa_pagecache_set default_caches;
+static struct pa_scavenger default_scav;
+/* 1 when the scavenger thread should be (re)started on the next heap call. */
+static int scav_wanted;
+static int default_state; /* HEAP_*; written under init_lock, read with acquire */
+static pa_lock init_lock = PA_LOCK_INIT;
+
+static void scav_config_from_conf(struct pa_scav_config *c)
+{
+	c->enabled = __atomic_load_n(&pa_conf.scavenger, __ATOMIC_RELAXED) != 0;
+	c->percent = (unsigned)__atomic_load_n(&pa_conf.scavenge_percent, __ATOMIC_RELAXED);
+	c->lazy = __atomic_load_n(&pa_conf.release, __ATOMIC_RELAXED) != 0;
+	c->memory_limit = __atomic_load_n(&pa_conf.memory_limit, __ATOMIC_RELAXED);
+	c->delay_ms = (unsigned)__atomic_load_n(&pa_conf.scavenge_delay_ms, __ATOMIC_RELAXED);
+}
+
+/* pa_config_set after the build: hand scavenger keys to the live scavenger. */
+static void apply_live_config(void)
+{
+	if (__atomic_load_n(&default_state, __ATOMIC_ACQUIRE) != HEAP_READY)
+		return;
+	struct pa_scav_config c;
+	scav_config_from_conf(&c);
+	scav_configure(&default_scav, &c);
+	if (c.enabled)
+		__atomic_store_n(&scav_wanted, 1, __ATOMIC_RELAXED);
+	else
+		scav_stop(&default_scav);
+}
+
+/* fork(): no allocator lock may be held by a thread that will not exist in
+ * the child, so the forking thread takes them all (scavenger, caches, heap). */
+static void fork_prepare(void)
+{
+	lock_acquire(&default_scav.release_lock);
+	pagecache_own_all(&default_caches);
+	lock_acquire(&default_heap.lock);
+}
+
+static void fork_parent(void)
+{
+	lock_release(&default_heap.lock);
+	pagecache_release_all(&default_caches);
+	lock_release(&default_scav.release_lock);
+}
+
+static void fork_child(void)
+{
+	lock_init(&default_heap.lock);
+	pagecache_after_fork_child(&default_caches);
+	scav_after_fork_child(&default_scav);
+	__atomic_store_n(&scav_wanted, default_scav.conf.enabled, __ATOMIC_RELAXED);
+}
+
+static struct pa_pageheap *default_heap_build(void)
+{
+	int built_here = 0;
+	lock_acquire(&init_lock);
+	if (__atomic_load_n(&default_state, __ATOMIC_RELAXED) == HEAP_UNINIT) {
+		config_load_env();
+		struct pa_pageheap_opts opts = {.arena_bytes = pa_conf.arena_size};
+		int state = HEAP_FAILED;
+		if (pageheap_init(&default_heap, &opts) == 0 &&
+		    pagecache_init(&default_caches, &default_heap,
+				   (enum pa_cache_mode)pa_conf.percpu_cache) == 0) {
+			struct pa_scav_config c;
+			scav_config_from_conf(&c);
+			scav_init(&default_scav, &default_heap, &default_caches, &c);
+			state = HEAP_READY;
+			built_here = 1;
+		}
+		__atomic_store_n(&default_state, state, __ATOMIC_RELEASE);
+	}
+	lock_release(&init_lock);
+	if (built_here) {
+		/* Both may allocate: only now that the heap is ready. */
+		config_on_change = apply_live_config;
+		pthread_atfork(fork_prepare, fork_parent, fork_child);
+		__atomic_store_n(&scav_wanted, default_scav.conf.enabled, __ATOMIC_RELAXED);
+	}
+	return default_state == HEAP_READY ? &default_heap : NULL;
+}
+
+/* Start (or, in a forked child, restart) the scavenger thread. */
+static void scav_ensure_started(void)
+{
+	if (__builtin_expect(__atomic_load_n(&scav_wanted, __ATOMIC_RELAXED), 0) &&
+	    __atomic_exchange_n(&scav_wanted, 0, __ATOMIC_ACQ_REL))
+		scav_start(&default_scav);
+}
+
+/* At exit the thread stops: no release races with the process's teardown. */
+__attribute__((destructor)) static void pages_fini(void)
+{
+	if (__atomic_load_n(&default_state, __ATOMIC_ACQUIRE) == HEAP_READY)
+		scav_stop(&default_scav);
+}
+
+/* The default heap, or NULL if it could not be built (no address space). */
+static inline struct pa_pageheap *default_heap_get(void)
+{
+	if (__atomic_load_n(&default_state, __ATOMIC_ACQUIRE) == HEAP_READY)
+		return &default_heap;
+	return default_heap_build();
+}
+
+void *pa_pages_alloc(size_t npages)
+{
+	if (npages == 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct pa_pageheap *h = default_heap_get();
+	if (h == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	scav_ensure_started();
+	if (npages < PA_CACHE_MAX_PAGES)
+		return (void *)pagecache_alloc(&default_caches, npages, NULL);
+	return (void *)pageheap_alloc(h, npages, NULL);
+}
+
+void pa_pages_free(void *p, size_t npages)
+{
+	if (p == NULL)
+		return;
+	struct pa_pageheap *h = default_heap_get();
+	enum pa_page_fault f = PA_PAGE_NOT_HEAP;
+	scav_ensure_started();
+	if (h != NULL && npages != 0 && npages < PA_CACHE_MAX_PAGES) {
+		f = pagecache_free(&default_caches, (uintptr_t)p, npages);
+	} else if (h != NULL) {
+		lock_acquire(&h->lock);
+		f = pageheap_check_locked(h, (uintptr_t)p, npages);
+		if (f == PA_PAGE_OK)
+			pageheap_free_locked(h, (uintptr_t)p, npages);
+		lock_release(&h->lock);
+	}
+	if (f != PA_PAGE_OK)
+		pageheap_report_fault((uintptr_t)p, npages, f, NULL);
+}
+
+int pa_stats(struct pa_stats *out)
+{
+	if (out == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	memset(out, 0, sizeof(*out));
+	struct pa_pageheap *h = default_heap_get();
+	if (h == NULL)
+		return 0;
+	lock_acquire(&h->lock);
+	out->heap_reserved = h->reserved_bytes;
+	out->heap_mapped = h->mapped_pages * PA_PAGE_SIZE;
+	out->heap_inuse = h->inuse_pages * PA_PAGE_SIZE;
+	out->heap_free = out->heap_mapped - out->heap_inuse;
+	out->heap_released = h->scav_pages * PA_PAGE_SIZE;
+	out->metadata = pageheap_metadata_bytes_locked(h);
+	out->summary_reserved = h->sum_reservation_bytes;
+	out->window_base = h->window_base;
+	out->window_bytes = (size_t)1 << h->window_bits;
+	out->window_fallback = h->window_fallback;
+	out->heap_ranges = h->ranges.n;
+	out->grow_count = h->grow_count;
+	out->grow_failures = h->grow_failures;
+	lock_release(&h->lock);
+	struct pa_pagecache_stats cs;
+	pagecache_stats(&default_caches, &cs);
+	out->cache_mode = (int)default_caches.mode;
+	out->cache_cpus = default_caches.ncpus;
+	out->cache_free = cs.cached_pages * PA_PAGE_SIZE;
+	out->cache_queued = cs.queued_pages * PA_PAGE_SIZE;
+	out->cache_refills = cs.refills;
+	out->cache_drains = cs.drains;
+	out->scavenger_running = __atomic_load_n(&default_scav.state, __ATOMIC_RELAXED);
+	out->released_total = __atomic_load_n(&default_scav.released_bytes, __ATOMIC_RELAXED);
+	out->release_calls = __atomic_load_n(&default_scav.releases, __ATOMIC_RELAXED);
+	out->scavenger_cpu_ns = __atomic_load_n(&default_scav.cpu_ns, __ATOMIC_RELAXED);
+	out->memory_limit = __atomic_load_n(&default_scav.conf.memory_limit, __ATOMIC_RELAXED);
+	out->limit_overruns = __atomic_load_n(&default_scav.limit_overruns, __ATOMIC_RELAXED);
+	return 0;
+}
+
+size_t pa_scavenge(size_t bytes)
+{
+	if (default_heap_get() == NULL)
+		return 0;
+	/* Everything means the caches' pages too. */
+	if (bytes == 0)
+		pagecache_flush_all(&default_caches);
+	return scav_release(&default_scav, bytes, 1);
+}
+
+void pa_cache_flush(void)
+{
+	if (__atomic_load_n(&default_state, __ATOMIC_ACQUIRE) == HEAP_READY)
+		pagecache_flush_all(&default_caches);
+}

@@ -1,0 +1,97 @@
+/*
+ * rseq.h — one restartable sequence, on the rseq area glibc registered.
+ *
+ * We never register a second area: glibc (2.35+) registers one per thread and
+ * exports its offset from the thread pointer (__rseq_offset) and size
+ * (__rseq_size, 0 when registration is off or failed, e.g. under
+ * GLIBC_TUNABLES=glibc.pthread.rseq=0).
+ *
+ * rseq_commit is a compare-compare-store-store: if the thread still runs on
+ * `cpu`, *gen == egen and *word == eword, it stores *pre = pre_value and then
+ * *word = new_word (the commit). If the thread is preempted, migrated or
+ * signalled before the commit, the kernel moves it to the abort handler and
+ * nothing was committed (a pre store may have happened; callers make it
+ * harmless). Returns 0 when committed, -1 otherwise: the caller retries.
+ */
+#ifndef PA_RSEQ_H
+#define PA_RSEQ_H
+
+#include <stdint.h>
+#include <sys/rseq.h>
+
+/* ThreadSanitizer cannot see an rseq commit as synchronisation (it would
+ * report the hand-over of a page as a race), so TSan builds leave it out and
+ * the caches run in locked mode. GCC and clang announce TSan differently. */
+#if defined(__SANITIZE_THREAD__)
+#define PA_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define PA_TSAN 1
+#endif
+#endif
+
+#if defined(__x86_64__) && !defined(PA_TSAN)
+#define PA_HAVE_RSEQ_COMMIT 1
+#else
+#define PA_HAVE_RSEQ_COMMIT 0
+#endif
+
+/* glibc registers its area with this signature on x86. */
+#define PA_RSEQ_SIG 0x53053053
+
+static inline struct rseq *rseq_area(void)
+{
+	return (struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
+}
+
+/* The CPU this thread runs on per the kernel, or negative if unknown. */
+static inline int32_t rseq_cpu(const struct rseq *rs)
+{
+	return (int32_t)__atomic_load_n(&rs->cpu_id, __ATOMIC_RELAXED);
+}
+
+#if PA_HAVE_RSEQ_COMMIT
+static inline int rseq_commit(struct rseq *rs, uint32_t cpu, uint64_t *gen, uint64_t egen,
+			      uint64_t *word, uint64_t eword, uint64_t *pre, uint64_t pre_value,
+			      uint64_t new_word)
+{
+	__asm__ goto(
+	    /* The critical-section descriptor: version, flags, start, length, abort. */
+	    ".pushsection __rseq_cs, \"aw\"\n\t"
+	    ".balign 32\n\t"
+	    "3:\n\t"
+	    ".long 0x0, 0x0\n\t"
+	    ".quad 1f, (2f - 1f), 4f\n\t"
+	    ".popsection\n\t"
+	    "leaq 3b(%%rip), %%rax\n\t"
+	    "movq %%rax, 8(%[rs])\n\t" /* rs->rseq_cs = &descriptor */
+	    "1:\n\t"
+	    "cmpl %[cpu], 4(%[rs])\n\t" /* rs->cpu_id */
+	    "jnz %l[aborted]\n\t"
+	    "cmpq %[egen], (%[gen])\n\t"
+	    "jnz %l[aborted]\n\t"
+	    "cmpq %[eword], (%[word])\n\t"
+	    "jnz %l[aborted]\n\t"
+	    "movq %[prev], (%[pre])\n\t"
+	    "movq %[nw], (%[word])\n\t" /* commit */
+	    "2:\n\t"
+	    ".pushsection __rseq_failure, \"ax\"\n\t"
+	    /* ud1 with the signature as displacement: the kernel checks the
+	     * four bytes before the abort address. */
+	    ".byte 0x0f, 0xb9, 0x3d\n\t"
+	    ".long 0x53053053\n\t"
+	    "4:\n\t"
+	    "jmp %l[aborted]\n\t"
+	    ".popsection\n\t"
+	    :
+	    : [rs] "r"(rs), [cpu] "r"(cpu), [gen] "r"(gen), [egen] "r"(egen), [word] "r"(word),
+	      [eword] "r"(eword), [pre] "r"(pre), [prev] "r"(pre_value), [nw] "r"(new_word)
+	    : "memory", "cc", "rax"
+	    : aborted);
+	return 0;
+aborted:
+	return -1;
+}
+#endif
+
+#endif

@@ -1,0 +1,242 @@
+/*
+ * scavenger.c — background, limit-driven and explicit release of free pages
+ * (scavenger.h has the policy; docs/design.md the reasoning).
+ */
+#include "scavenger.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "os.h"
+
+/* Largest run one release takes: a huge page, so a step stays short. */
+#define SCAV_MAX_STEP_PAGES 256u
+#define SCAV_COST_MIN_NS 1000u
+#define SCAV_COST_MAX_NS 10000000u /* 10 ms: a step never justifies more */
+#define SCAV_SLEEP_MAX_NS 1000000000u
+#define SCAV_IDLE_NS 100000000u    /* poll for new work every 100 ms */
+
+static void on_pressure(void *arg);
+
+void scav_init(struct pa_scavenger *s, struct pa_pageheap *heap, struct pa_pagecache_set *caches,
+	       const struct pa_scav_config *conf)
+{
+	memset(s, 0, sizeof(*s));
+	s->heap = heap;
+	s->caches = caches;
+	s->hp_pages = (unsigned)(os_thp_bytes() / PA_PAGE_SIZE);
+	lock_init(&s->release_lock);
+	heap->on_pressure = on_pressure;
+	heap->pressure_arg = s;
+	scav_configure(s, conf);
+}
+
+void scav_configure(struct pa_scavenger *s, const struct pa_scav_config *conf)
+{
+	__atomic_store_n(&s->conf.enabled, conf->enabled, __ATOMIC_RELAXED);
+	unsigned pct = conf->percent < 1 ? 1 : conf->percent > 100 ? 100 : conf->percent;
+	__atomic_store_n(&s->conf.percent, pct, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->conf.lazy, conf->lazy, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->conf.memory_limit, conf->memory_limit, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->conf.delay_ms, conf->delay_ms, __ATOMIC_RELAXED);
+	lock_acquire(&s->heap->lock);
+	s->heap->limit_pages = PA_ALIGN_UP(conf->memory_limit, PA_PAGE_SIZE) / PA_PAGE_SIZE;
+	lock_release(&s->heap->lock);
+	/* Let a sleeping thread see the change now. */
+	__atomic_fetch_add(&s->wake, 1, __ATOMIC_RELAXED);
+	os_futex_wake(&s->wake, 1);
+}
+
+/* ---- releasing one run ---------------------------------------------------- */
+
+/*
+ * Release the candidate run of chunk ci, if any: reserve under the lock,
+ * madvise without it, commit under it. Returns pages released (0: none).
+ */
+static unsigned release_in_chunk(struct pa_scavenger *s, size_t ci, int force, unsigned max_pages)
+{
+	struct pa_pageheap *h = s->heap;
+	uintptr_t addr = 0;
+	lock_acquire(&h->lock);
+	unsigned n = pageheap_scav_reserve_locked(h, ci, force, force ? 0 : s->hp_pages, max_pages,
+						  &addr);
+	lock_release(&h->lock);
+	if (n == 0)
+		return 0;
+	int lazy = __atomic_load_n(&s->conf.lazy, __ATOMIC_RELAXED);
+	int ok = h->metadata_only || os_release((void *)addr, n * PA_PAGE_SIZE, lazy) == 0;
+	lock_acquire(&h->lock);
+	/* If the kernel refused, the pages go back as they were: resident. */
+	pageheap_scav_commit_locked(h, addr, n, ok);
+	lock_release(&h->lock);
+	if (!ok) {
+		__atomic_fetch_add(&s->failed_releases, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	__atomic_fetch_add(&s->released_bytes, (uint64_t)n * PA_PAGE_SIZE, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->releases, 1, __ATOMIC_RELAXED);
+	return n;
+}
+
+size_t scav_step(struct pa_scavenger *s, uint32_t min_age)
+{
+	struct pa_pageheap *h = s->heap;
+	lock_acquire(&s->release_lock);
+	lock_acquire(&h->lock);
+	uint64_t frees_before = h->free_count;
+	lock_release(&h->lock);
+	size_t below = SIZE_MAX, recent = 0, released = 0;
+	for (;;) {
+		size_t young;
+		size_t ci = pageheap_scav_next(h, below, min_age, &young);
+		if (young > recent)
+			recent = young;
+		if (ci == SIZE_MAX)
+			break;
+		released = release_in_chunk(s, ci, 0, SCAV_MAX_STEP_PAGES);
+		if (released != 0)
+			break;
+		below = ci; /* that chunk had nothing after all; keep looking lower */
+	}
+	if (released == 0) {
+		/* A full pass found nothing: lower the scan's top to the youngest
+		 * skipped chunk, unless a free raced with the pass. */
+		lock_acquire(&h->lock);
+		if (h->free_count == frees_before)
+			__atomic_store_n(&h->scav_ci, recent, __ATOMIC_RELAXED);
+		lock_release(&h->lock);
+	}
+	lock_release(&s->release_lock);
+	return released;
+}
+
+size_t scav_release(struct pa_scavenger *s, size_t bytes, int force)
+{
+	struct pa_pageheap *h = s->heap;
+	size_t want = bytes == 0 ? SIZE_MAX : PA_ALIGN_UP(bytes, PA_PAGE_SIZE) / PA_PAGE_SIZE;
+	size_t done = 0;
+	lock_acquire(&s->release_lock);
+	lock_acquire(&h->lock);
+	size_t ci = pageheap_prev_chunk_locked(h, h->end_ci);
+	lock_release(&h->lock);
+	while (ci != SIZE_MAX && done < want) {
+		size_t left = want - done;
+		unsigned max = left < PA_CHUNK_PAGES ? (unsigned)left : PA_CHUNK_PAGES;
+		unsigned n = release_in_chunk(s, ci, force, max);
+		done += n;
+		if (n != 0)
+			continue; /* the same chunk may hold more, lower down */
+		lock_acquire(&h->lock);
+		ci = pageheap_prev_chunk_locked(h, ci);
+		lock_release(&h->lock);
+	}
+	lock_release(&s->release_lock);
+	return done * PA_PAGE_SIZE;
+}
+
+/* ---- the memory limit ----------------------------------------------------- */
+
+static size_t excess_bytes(struct pa_pageheap *h)
+{
+	lock_acquire(&h->lock);
+	size_t res = pageheap_resident_pages_locked(h), lim = h->limit_pages;
+	if (lim == 0 || res <= lim)
+		__atomic_store_n(&h->pressure, 0, __ATOMIC_RELAXED);
+	lock_release(&h->lock);
+	return lim != 0 && res > lim ? (res - lim) * PA_PAGE_SIZE : 0;
+}
+
+static void on_pressure(void *arg)
+{
+	struct pa_scavenger *s = arg;
+	size_t excess = excess_bytes(s->heap);
+	if (excess == 0)
+		return;
+	excess -= scav_release(s, excess, 1);
+	if (excess != 0 && s->caches != NULL) {
+		/* Pages parked in per-CPU caches are the last free memory. */
+		pagecache_flush_all(s->caches);
+		scav_release(s, excess, 1);
+	}
+	if (excess_bytes(s->heap) != 0) {
+		/* Soft limit: the allocation stands; say so in the stats. */
+		__atomic_fetch_add(&s->limit_overruns, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->heap->pressure, 0, __ATOMIC_RELAXED);
+	}
+}
+
+/* ---- the background thread ----------------------------------------------- */
+
+static void *scav_main(void *arg)
+{
+	struct pa_scavenger *s = arg;
+	struct pa_pageheap *h = s->heap;
+	os_block_signals();
+	uint64_t t0 = os_now_ns(), cpu_prev = os_thread_cpu_ns();
+	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+		uint32_t wake = __atomic_load_n(&s->wake, __ATOMIC_RELAXED);
+		__atomic_store_n(&h->epoch, (uint32_t)((os_now_ns() - t0) / 1000000u), __ATOMIC_RELAXED);
+		size_t released = 0;
+		if (excess_bytes(h) != 0)
+			on_pressure(s); /* over the limit: no delay, no pacing */
+		else if (__atomic_load_n(&s->conf.enabled, __ATOMIC_RELAXED))
+			released = scav_step(s, __atomic_load_n(&s->conf.delay_ms, __ATOMIC_RELAXED));
+		uint64_t cpu = os_thread_cpu_ns(), cost = cpu - cpu_prev;
+		cpu_prev = cpu;
+		__atomic_fetch_add(&s->cpu_ns, cost, __ATOMIC_RELAXED);
+		uint64_t sleep_ns = SCAV_IDLE_NS;
+		if (released != 0) {
+			if (cost < SCAV_COST_MIN_NS)
+				cost = SCAV_COST_MIN_NS;
+			if (cost > SCAV_COST_MAX_NS)
+				cost = SCAV_COST_MAX_NS;
+			s->ewma_cost_ns = s->ewma_cost_ns ? (s->ewma_cost_ns + cost) / 2 : cost;
+			unsigned pct = __atomic_load_n(&s->conf.percent, __ATOMIC_RELAXED);
+			sleep_ns = s->ewma_cost_ns * (100u - pct) / pct;
+			if (sleep_ns > SCAV_SLEEP_MAX_NS)
+				sleep_ns = SCAV_SLEEP_MAX_NS;
+		}
+		if (sleep_ns != 0)
+			os_futex_wait_ns(&s->wake, wake, sleep_ns);
+	}
+	return NULL;
+}
+
+int scav_start(struct pa_scavenger *s)
+{
+	int expected = 0;
+	if (!__atomic_load_n(&s->conf.enabled, __ATOMIC_RELAXED) ||
+	    !__atomic_compare_exchange_n(&s->state, &expected, 1, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_RELAXED))
+		return 0;
+	__atomic_store_n(&s->stop, 0, __ATOMIC_RELAXED);
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 64 << 10);
+	int r = pthread_create(&s->thread, &attr, scav_main, s);
+	pthread_attr_destroy(&attr);
+	if (r != 0) {
+		__atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
+		errno = r;
+		return -1;
+	}
+	return 0;
+}
+
+void scav_stop(struct pa_scavenger *s)
+{
+	if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != 1)
+		return;
+	__atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+	__atomic_fetch_add(&s->wake, 1, __ATOMIC_RELAXED);
+	os_futex_wake(&s->wake, 1);
+	pthread_join(s->thread, NULL);
+	__atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
+}
+
+void scav_after_fork_child(struct pa_scavenger *s)
+{
+	lock_init(&s->release_lock);
+	__atomic_store_n(&s->state, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->stop, 0, __ATOMIC_RELAXED);
+}

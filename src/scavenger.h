@@ -1,0 +1,91 @@
+/*
+ * scavenger.h — giving free pages back to the OS.
+ *
+ * The chunks' scavenged bitmaps are the truth about what is released
+ * (chunk.h). The scavenger finds free, unreleased runs from the highest
+ * address down, takes each out of circulation under the heap lock, releases
+ * it with one madvise with the lock dropped, and frees it back as released
+ * pages (pageheap_scav_*). Three callers:
+ *
+ *  - a background thread, self-paced to a CPU share (scavenge_percent, 1% by
+ *    default), releasing only memory that stayed free scavenge_delay_ms and,
+ *    where transparent huge pages back the heap, only whole free huge pages;
+ *  - the memory limit: an allocation that pushes resident heap memory past
+ *    memory_limit releases the excess synchronously in the allocating
+ *    thread (any free run, huge pages split if need be), then per-CPU caches
+ *    are flushed; still over means the limit is soft and a counter says so;
+ *  - pa_scavenge(): release N bytes, or everything free, now.
+ *
+ * Pacing (docs/design.md has the reasoning): each step's cost is the
+ * thread's own CPU time since the previous step (so suspend, preemption and
+ * scheduling delay are never counted as work), bounded to 10 ms, smoothed by
+ * an EWMA; the thread then sleeps cost * (100 - p) / p, at most 1 s.
+ */
+#ifndef PA_SCAVENGER_H
+#define PA_SCAVENGER_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lock.h"
+#include "pagecache.h"
+#include "pageheap.h"
+
+struct pa_scav_config {
+	int enabled;          /* background thread */
+	unsigned percent;     /* CPU share of one core, 1..100 */
+	int lazy;             /* MADV_FREE instead of MADV_DONTNEED */
+	size_t memory_limit;  /* bytes, 0: none */
+	unsigned delay_ms;    /* free this long before the background releases it */
+};
+
+struct pa_scavenger {
+	struct pa_pageheap *heap;
+	struct pa_pagecache_set *caches; /* may be NULL */
+	unsigned hp_pages;    /* huge page in heap pages (0: THP not in use) */
+	pa_lock release_lock; /* one releaser at a time (thread, limit, explicit) */
+
+	/* Configuration: read with atomics each step, so it may change live. */
+	struct pa_scav_config conf;
+
+	/* The background thread. state: 0 stopped, 1 starting/running. */
+	int state;
+	int stop;
+	uint32_t wake; /* futex word: bumped to wake the thread early */
+	pthread_t thread;
+	uint64_t ewma_cost_ns;
+
+	/* Statistics (atomics). */
+	uint64_t released_bytes;   /* released over the process's life */
+	uint64_t releases;         /* madvise calls */
+	uint64_t cpu_ns;           /* CPU time of the background thread */
+	uint64_t limit_overruns;   /* over the limit with nothing left to release */
+	uint64_t failed_releases;  /* madvise refused */
+};
+
+void scav_init(struct pa_scavenger *s, struct pa_pageheap *heap, struct pa_pagecache_set *caches,
+	       const struct pa_scav_config *conf);
+
+/* Start the background thread if enabled and not running. 0 or -1. */
+int scav_start(struct pa_scavenger *s);
+/* Stop it and wait for it. */
+void scav_stop(struct pa_scavenger *s);
+/* Apply a new configuration (limit, pacing, enable) to a live scavenger. */
+void scav_configure(struct pa_scavenger *s, const struct pa_scav_config *conf);
+
+/*
+ * Release up to `bytes` (0: everything) of free memory, highest addresses
+ * first, now, in the calling thread. force: any free run, even one that
+ * splits a huge page, regardless of scavenge_delay_ms. Returns bytes released.
+ */
+size_t scav_release(struct pa_scavenger *s, size_t bytes, int force);
+
+/* One background step, for tests: release at most one candidate that has
+ * been free for min_age epochs. Returns pages released. */
+size_t scav_step(struct pa_scavenger *s, uint32_t min_age);
+
+/* After fork, in the child: the thread is gone; locks are reset. */
+void scav_after_fork_child(struct pa_scavenger *s);
+
+#endif

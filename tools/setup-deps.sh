@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install the Debian 12 packages that building and testing libpagealloc needs.
+# Idempotent: does nothing (and needs no network) when they are all present.
+set -euo pipefail
+
+packages=(build-essential cmake pkg-config libcmocka-dev libbenchmark-dev libnuma-dev valgrind)
+
+missing=()
+for p in "${packages[@]}"; do
+	# "install ok installed" only: a removed package leaves config-files behind.
+	if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]; then
+		missing+=("$p")
+	fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+	exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "setup-deps: missing Debian packages: ${missing[*]}" >&2
+	echo "setup-deps: run as root, or: sudo apt-get install -y ${missing[*]}" >&2
+	exit 1
+fi
+
+echo "setup-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y --no-install-recommends "${missing[@]}"

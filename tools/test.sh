@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Build libpagealloc three ways and run every test in each:
+#   build/       plain (RelWithDebInfo), all tests, then pa-demo under valgrind
+#   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer, all tests
+#   build-tsan/  ThreadSanitizer, the tests named *concurrent* or *thread*
+# Installs missing Debian packages first (needs root for that). Exits nonzero
+# on the first failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+jobs=$(nproc)
+step() { printf '\n==== %s\n' "$*"; }
+
+tools/setup-deps.sh
+
+build() { # dir, cmake options...
+	local dir=$1
+	shift
+	cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+	cmake --build "$dir" -j "$jobs"
+}
+
+step "plain build: build/"
+build build
+(cd build && ctest --output-on-failure -j2)
+
+step "ASan+UBSan build: build-asan/"
+build build-asan -DPA_SANITIZE=address,undefined -DPA_BUILD_BENCH=OFF
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j2)
+
+step "TSan build: build-tsan/ (threaded tests only)"
+build build-tsan -DPA_SANITIZE=thread -DPA_BUILD_BENCH=OFF
+(cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	ctest --output-on-failure -j2 -R 'concurrent|thread' --no-tests=ignore)
+
+step "valgrind memcheck: build/pa-demo"
+valgrind --quiet --error-exitcode=1 --leak-check=full build/pa-demo >/dev/null
+
+step "all tests passed"
