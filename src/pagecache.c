@@ -154,8 +154,9 @@ static void drain_locked(struct pa_pagecache_set *pc, struct pa_pagecache *c)
 {
 	uint64_t n = ld(&c->nbatch);
 	for (uint64_t i = 0; i < n; i++) {
-		uintptr_t a = c->batch[i] & ~(PA_PAGE_SIZE - 1);
-		size_t np = c->batch[i] & (PA_PAGE_SIZE - 1);
+		uint64_t e = ld(&c->batch[i]);
+		uintptr_t a = e & ~(PA_PAGE_SIZE - 1);
+		size_t np = e & (PA_PAGE_SIZE - 1);
 		enum pa_page_fault f = heap_free_checked_locked(pc, a, np);
 		if (f != PA_PAGE_OK)
 			fault(a, np, f);
@@ -326,7 +327,7 @@ static enum pa_page_fault free_slow(struct pa_pagecache_set *pc, uintptr_t addr,
 			lock_release(&h->lock);
 			n = 0;
 		}
-		c->batch[n] = addr | npages;
+		st(&c->batch[n], addr | npages);
 		st(&c->nbatch, n + 1);
 	}
 	cache_release(c, g);
@@ -395,8 +396,7 @@ void pagecache_stats(const struct pa_pagecache_set *pc, struct pa_pagecache_stat
 		out->cached_pages += bits_popcount(ld(&c->free));
 		uint64_t n = ld(&c->nbatch);
 		for (uint64_t i = 0; i < n && i < PA_CACHE_BATCH; i++)
-			out->queued_pages += __atomic_load_n(&c->batch[i], __ATOMIC_RELAXED) &
-					     (PA_PAGE_SIZE - 1);
+			out->queued_pages += ld(&c->batch[i]) & (PA_PAGE_SIZE - 1);
 		out->refills += ld(&c->refills);
 		out->drains += ld(&c->drains);
 	}
