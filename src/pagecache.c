@@ -109,24 +109,79 @@ static void cache_release(struct pa_pagecache *c, uint64_t g)
 
 /* ---- heap work, with the cache owned ------------------------------------- */
 
-static void set_owner(struct pa_pageheap *h, uintptr_t base, unsigned owner)
+/*
+ * Which cache holds a group (chunk.h's cached_by): 1 + its CPU, or 0, or
+ * OWNER_SHARED when two caches have held it at once. That happens: a group's
+ * pages handed out by one cache can be freed through another CPU's queue and
+ * then refill a second cache. A shared group is checked against every cache.
+ */
+#define OWNER_SHARED 0xffffu
+
+static uint16_t *owner_of(struct pa_pageheap *h, uintptr_t gbase)
 {
-	pageheap_chunk(h, base)->cached_by[(base & (PA_CHUNK_SIZE - 1)) / GROUP_BYTES] =
-	    (uint16_t)owner;
+	return &pageheap_chunk(h, gbase)->cached_by[(gbase & (PA_CHUNK_SIZE - 1)) / GROUP_BYTES];
 }
 
-/* Is any page of [a, a+n) sitting free in some CPU's cache? (double free) */
-static int free_in_a_cache(const struct pa_pagecache_set *pc, uintptr_t a, size_t n)
+/* Cache `cpu` took the group at gbase; heap lock held. */
+static void owner_add(struct pa_pagecache_set *pc, uintptr_t gbase, int cpu)
 {
-	uintptr_t gbase = PA_ALIGN_DOWN(a, GROUP_BYTES);
-	if (a + n * PA_PAGE_SIZE > gbase + GROUP_BYTES)
-		return 0; /* cached frees never cross a group; a heap check covers it */
-	unsigned owner = pageheap_chunk(pc->heap, a)->cached_by[(a & (PA_CHUNK_SIZE - 1)) / GROUP_BYTES];
-	if (owner == 0)
-		return 0;
-	const struct pa_pagecache *oc = &pc->cpus[owner - 1];
-	uint64_t m = bits_mask((unsigned)((a - gbase) / PA_PAGE_SIZE), (unsigned)n);
-	return ld(&oc->base) == gbase && (ld(&oc->free) & m) != 0;
+	uint16_t *o = owner_of(pc->heap, gbase);
+	*o = *o == 0 ? (uint16_t)(cpu + 1) : OWNER_SHARED;
+}
+
+static int cache_holds_group(const struct pa_pagecache_set *pc, uintptr_t gbase, int except)
+{
+	for (unsigned cpu = 0; cpu < pc->ncpus; cpu++)
+		if ((int)cpu != except && ld(&pc->cpus[cpu].base) == gbase)
+			return 1;
+	return 0;
+}
+
+/* Cache `cpu` gave the group at gbase back; heap lock held. */
+static void owner_remove(struct pa_pagecache_set *pc, uintptr_t gbase, int cpu)
+{
+	uint16_t *o = owner_of(pc->heap, gbase);
+	if (*o == cpu + 1 || (*o == OWNER_SHARED && !cache_holds_group(pc, gbase, cpu)))
+		*o = 0;
+}
+
+/*
+ * Is any page of [a, a+n) sitting free in some CPU's cache? The heap's
+ * bitmap counts cached pages as allocated, so only this catches a double
+ * free of one. Heap lock held (owners change only under it).
+ */
+static int free_in_a_cache(struct pa_pagecache_set *pc, uintptr_t a, size_t n)
+{
+	uintptr_t end = a + n * PA_PAGE_SIZE;
+	for (uintptr_t g = PA_ALIGN_DOWN(a, GROUP_BYTES); g < end; g += GROUP_BYTES) {
+		unsigned owner = *owner_of(pc->heap, g);
+		if (owner == 0)
+			continue;
+		uintptr_t lo = a > g ? a : g, hi = end < g + GROUP_BYTES ? end : g + GROUP_BYTES;
+		uint64_t m = bits_mask((unsigned)((lo - g) / PA_PAGE_SIZE),
+				       (unsigned)((hi - lo) / PA_PAGE_SIZE));
+		unsigned first = owner == OWNER_SHARED ? 0 : owner - 1;
+		unsigned last = owner == OWNER_SHARED ? pc->ncpus : owner;
+		for (unsigned cpu = first; cpu < last; cpu++) {
+			const struct pa_pagecache *oc = &pc->cpus[cpu];
+			if (ld(&oc->base) == g && (ld(&oc->free) & m) != 0)
+				return 1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Are pages m of the group at gbase allocated in the heap? A free into a
+ * cache group must be of pages the heap still counts as allocated: one
+ * already freed through another CPU's queue is a double free. Read without
+ * the heap lock: the word is written with relaxed atomic stores (bits.h).
+ */
+static int heap_holds(struct pa_pageheap *h, uintptr_t gbase, uint64_t m)
+{
+	const uint64_t *w =
+	    &pageheap_chunk(h, gbase)->alloc[(gbase & (PA_CHUNK_SIZE - 1)) / GROUP_BYTES];
+	return (__atomic_load_n(w, __ATOMIC_RELAXED) & m) == m;
 }
 
 /* Free [a, a+n) to the heap if it is a live allocation; heap lock held. */
@@ -141,7 +196,7 @@ static enum pa_page_fault heap_free_checked_locked(struct pa_pagecache_set *pc, 
 	return f;
 }
 
-static enum pa_page_fault heap_free_checked(struct pa_pagecache_set *pc, uintptr_t a, size_t n)
+enum pa_page_fault pagecache_heap_free(struct pa_pagecache_set *pc, uintptr_t a, size_t n)
 {
 	lock_acquire(&pc->heap->lock);
 	enum pa_page_fault f = heap_free_checked_locked(pc, a, n);
@@ -173,8 +228,8 @@ static void return_group_locked(struct pa_pagecache_set *pc, struct pa_pagecache
 	if (base == 0)
 		return;
 	pageheap_return_group_locked(pc->heap, base, ld(&c->free), ld(&c->scav));
-	set_owner(pc->heap, base, 0);
 	st(&c->base, 0);
+	owner_remove(pc, base, (int)(c - pc->cpus));
 	st(&c->free, 0);
 	st(&c->scav, 0);
 }
@@ -244,7 +299,7 @@ static uintptr_t alloc_slow(struct pa_pagecache_set *pc, size_t npages, size_t *
 		drain_locked(pc, c);
 		return_group_locked(pc, c);
 		if (pageheap_take_group_locked(h, &base, &free, &s) == 0) {
-			set_owner(h, base, (unsigned)cpu + 1);
+			owner_add(pc, base, cpu);
 			st(&c->base, base);
 			st(&c->scav, s);
 			st(&c->free, free);
@@ -284,7 +339,7 @@ uintptr_t pagecache_alloc(struct pa_pagecache_set *pc, size_t npages, size_t *sc
 			if ((g & 1) || i >= 64)
 				break;
 			uint64_t m = bits_mask(i, (unsigned)npages);
-			if (rseq_commit(rs, (uint32_t)cpu, &c->gen, g, &c->free, free, &c->scav, s,
+			if (rseq_commit(rs, (uint32_t)cpu, &c->gen, g, &c->free, free, &c->scav, s, s,
 					free & ~m) == 0) {
 				if (scav != NULL)
 					*scav = bits_popcount(s & m);
@@ -305,15 +360,15 @@ static enum pa_page_fault free_slow(struct pa_pagecache_set *pc, uintptr_t addr,
 	struct pa_pageheap *h = pc->heap;
 	int cpu = current_cpu(pc);
 	if (cpu < 0 || (unsigned)cpu >= pc->ncpus)
-		return heap_free_checked(pc, addr, npages);
+		return pagecache_heap_free(pc, addr, npages);
 	struct pa_pagecache *c = &pc->cpus[cpu];
 	uint64_t g = cache_own(pc, cpu);
 	enum pa_page_fault f = PA_PAGE_OK;
 	uintptr_t gbase = PA_ALIGN_DOWN(addr, GROUP_BYTES);
 	unsigned idx = (unsigned)((addr - gbase) / PA_PAGE_SIZE);
-	if (ld(&c->base) == gbase && idx + npages <= GROUP_PAGES) {
+	if (gbase != 0 && ld(&c->base) == gbase && idx + npages <= GROUP_PAGES) {
 		uint64_t m = bits_mask(idx, (unsigned)npages), free = ld(&c->free);
-		if (free & m) {
+		if ((free & m) || !heap_holds(h, gbase, m)) {
 			f = PA_PAGE_NOT_ALLOCATED;
 		} else {
 			st(&c->scav, ld(&c->scav) & ~m);
@@ -341,13 +396,14 @@ enum pa_page_fault pagecache_free(struct pa_pagecache_set *pc, uintptr_t addr, s
 	if (npages == 0 || npages >= PA_CACHE_MAX_PAGES)
 		return PA_PAGE_BAD_SIZE;
 	if (pc->mode == PA_CACHE_OFF)
-		return heap_free_checked(pc, addr, npages);
+		return pagecache_heap_free(pc, addr, npages);
 #if PA_HAVE_RSEQ_COMMIT
 	if (pc->mode == PA_CACHE_RSEQ) {
 		struct rseq *rs = rseq_area();
 		uintptr_t gbase = PA_ALIGN_DOWN(addr, GROUP_BYTES);
 		unsigned idx = (unsigned)((addr - gbase) / PA_PAGE_SIZE);
-		int in_group = idx + npages <= GROUP_PAGES;
+		/* An empty cache has base 0: address 0 is never a group. */
+		int in_group = gbase != 0 && idx + npages <= GROUP_PAGES;
 		for (int tries = 0; tries < 4; tries++) {
 			int32_t cpu = rseq_cpu(rs);
 			if (cpu < 0 || (unsigned)cpu >= pc->ncpus)
@@ -359,7 +415,7 @@ enum pa_page_fault pagecache_free(struct pa_pagecache_set *pc, uintptr_t addr, s
 			if (in_group && ld(&c->base) == gbase) {
 				uint64_t m = bits_mask(idx, (unsigned)npages);
 				uint64_t free = ld(&c->free), s = ld(&c->scav);
-				if (free & m) {
+				if ((free & m) || !heap_holds(pc->heap, gbase, m)) {
 					/* Looks like a double free: confirm on a stable snapshot. */
 					__atomic_thread_fence(__ATOMIC_ACQUIRE);
 					if (__atomic_load_n(&c->gen, __ATOMIC_RELAXED) == g)
@@ -369,7 +425,7 @@ enum pa_page_fault pagecache_free(struct pa_pagecache_set *pc, uintptr_t addr, s
 				/* The scav store is harmless if we abort: bits of
 				 * pages not free in the cache mean nothing. */
 				if (rseq_commit(rs, (uint32_t)cpu, &c->gen, g, &c->free, free,
-						&c->scav, s & ~m, free | m) == 0)
+						&c->scav, s, s & ~m, free | m) == 0)
 					return PA_PAGE_OK;
 			} else {
 				uint64_t n = ld(&c->nbatch);
@@ -377,7 +433,8 @@ enum pa_page_fault pagecache_free(struct pa_pagecache_set *pc, uintptr_t addr, s
 					break;
 				/* A slot past nbatch is dead until the commit. */
 				if (rseq_commit(rs, (uint32_t)cpu, &c->gen, g, &c->nbatch, n,
-						&c->batch[n], addr | npages, n + 1) == 0)
+						&c->batch[n], ld(&c->batch[n]), addr | npages,
+						n + 1) == 0)
 					return PA_PAGE_OK;
 			}
 		}

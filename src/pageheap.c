@@ -340,6 +340,8 @@ static inline void check_limit(struct pa_pageheap *h)
 static void stamp_free(struct pa_pageheap *h, size_t sc, size_t ec)
 {
 	uint32_t stamp = __atomic_load_n(&h->epoch, __ATOMIC_RELAXED) + 1;
+	if (stamp == 0) /* 0 means "nothing pending": at the wrap, one epoch late */
+		stamp = 1;
 	for (size_t c = sc; c <= ec; c++)
 		__atomic_store_n(&chunk_at(h, c)->free_stamp, stamp, __ATOMIC_RELAXED);
 	if (ec + 1 > h->scav_ci)
@@ -664,7 +666,7 @@ void pageheap_free_locked(struct pa_pageheap *h, uintptr_t addr, size_t npages)
 	} else {
 		chunk_free_range(chunk_at(h, sc), si, PA_CHUNK_PAGES - si);
 		for (size_t c = sc + 1; c < ec; c++)
-			memset(chunk_at(h, c)->alloc, 0, sizeof(chunk_at(h, c)->alloc));
+			chunk_free_range(chunk_at(h, c), 0, PA_CHUNK_PAGES);
 		chunk_free_range(chunk_at(h, ec), 0, ei + 1);
 	}
 	update(h, addr, npages, 0);
@@ -837,7 +839,7 @@ int pageheap_take_group_locked(struct pa_pageheap *h, uintptr_t *base, uint64_t 
 		unsigned w = page_in_chunk(first) / 64;
 		uint64_t f = ~c->alloc[w], s = c->scav[w] & f;
 		uintptr_t gbase = PA_ALIGN_DOWN(first, 64 * PA_PAGE_SIZE);
-		c->alloc[w] = ~(uint64_t)0;
+		bits_store(&c->alloc[w], ~(uint64_t)0);
 		c->scav[w] &= ~f;
 		update(h, gbase, 64, 1);
 		h->inuse_pages += bits_popcount(f);
@@ -862,7 +864,7 @@ void pageheap_return_group_locked(struct pa_pageheap *h, uintptr_t base, uint64_
 		return;
 	struct pa_chunk *c = pageheap_chunk(h, base);
 	unsigned w = page_in_chunk(base) / 64;
-	c->alloc[w] &= ~free;
+	bits_store(&c->alloc[w], c->alloc[w] & ~free);
 	c->scav[w] |= scav & free;
 	update(h, base, 64, 0);
 	h->inuse_pages -= bits_popcount(free);

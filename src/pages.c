@@ -155,15 +155,10 @@ void pa_pages_free(void *p, size_t npages)
 	struct pa_pageheap *h = default_heap_get();
 	enum pa_page_fault f = PA_PAGE_NOT_HEAP;
 	scav_ensure_started();
-	if (h != NULL && npages != 0 && npages < PA_CACHE_MAX_PAGES) {
+	if (h != NULL && npages != 0 && npages < PA_CACHE_MAX_PAGES)
 		f = pagecache_free(&default_caches, (uintptr_t)p, npages);
-	} else if (h != NULL) {
-		lock_acquire(&h->lock);
-		f = pageheap_check_locked(h, (uintptr_t)p, npages);
-		if (f == PA_PAGE_OK)
-			pageheap_free_locked(h, (uintptr_t)p, npages);
-		lock_release(&h->lock);
-	}
+	else if (h != NULL)
+		f = pagecache_heap_free(&default_caches, (uintptr_t)p, npages);
 	if (f != PA_PAGE_OK)
 		pageheap_report_fault((uintptr_t)p, npages, f, NULL);
 }

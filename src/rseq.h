@@ -6,12 +6,14 @@
  * (__rseq_size, 0 when registration is off or failed, e.g. under
  * GLIBC_TUNABLES=glibc.pthread.rseq=0).
  *
- * rseq_commit is a compare-compare-store-store: if the thread still runs on
- * `cpu`, *gen == egen and *word == eword, it stores *pre = pre_value and then
- * *word = new_word (the commit). If the thread is preempted, migrated or
- * signalled before the commit, the kernel moves it to the abort handler and
- * nothing was committed (a pre store may have happened; callers make it
- * harmless). Returns 0 when committed, -1 otherwise: the caller retries.
+ * rseq_commit checks, then stores twice: if the thread still runs on `cpu`,
+ * *gen == egen, *word == eword and *pre == epre, it stores *pre = pre_value
+ * and then *word = new_word (the commit). If the thread is preempted,
+ * migrated or signalled before the commit, the kernel moves it to the abort
+ * handler and nothing was committed (the pre store may have happened; callers
+ * make it harmless). Returns 0 when committed, -1 otherwise: the caller
+ * retries. Checking *pre too matters: another thread on this CPU may change
+ * `word` and change it back in between (ABA) while changing *pre for good.
  */
 #ifndef PA_RSEQ_H
 #define PA_RSEQ_H
@@ -52,8 +54,8 @@ static inline int32_t rseq_cpu(const struct rseq *rs)
 
 #if PA_HAVE_RSEQ_COMMIT
 static inline int rseq_commit(struct rseq *rs, uint32_t cpu, uint64_t *gen, uint64_t egen,
-			      uint64_t *word, uint64_t eword, uint64_t *pre, uint64_t pre_value,
-			      uint64_t new_word)
+			      uint64_t *word, uint64_t eword, uint64_t *pre, uint64_t epre,
+			      uint64_t pre_value, uint64_t new_word)
 {
 	__asm__ goto(
 	    /* The critical-section descriptor: version, flags, start, length, abort. */
@@ -72,6 +74,8 @@ static inline int rseq_commit(struct rseq *rs, uint32_t cpu, uint64_t *gen, uint
 	    "jnz %l[aborted]\n\t"
 	    "cmpq %[eword], (%[word])\n\t"
 	    "jnz %l[aborted]\n\t"
+	    "cmpq %[epre], (%[pre])\n\t"
+	    "jnz %l[aborted]\n\t"
 	    "movq %[prev], (%[pre])\n\t"
 	    "movq %[nw], (%[word])\n\t" /* commit */
 	    "2:\n\t"
@@ -85,7 +89,8 @@ static inline int rseq_commit(struct rseq *rs, uint32_t cpu, uint64_t *gen, uint
 	    ".popsection\n\t"
 	    :
 	    : [rs] "r"(rs), [cpu] "r"(cpu), [gen] "r"(gen), [egen] "r"(egen), [word] "r"(word),
-	      [eword] "r"(eword), [pre] "r"(pre), [prev] "r"(pre_value), [nw] "r"(new_word)
+	      [eword] "r"(eword), [pre] "r"(pre), [epre] "r"(epre), [prev] "r"(pre_value),
+	      [nw] "r"(new_word)
 	    : "memory", "cc", "rax"
 	    : aborted);
 	return 0;
