@@ -151,7 +151,8 @@ unsigned chunk_count_scav(const struct pa_chunk *c, unsigned start, unsigned n)
 unsigned chunk_scav_candidate(const struct pa_chunk *c, int force, unsigned hp_pages,
 			      unsigned max_pages, unsigned *start)
 {
-	if (hp_pages >= 64 && !force) {
+	/* Huge pages must tile the chunk in whole words; otherwise plain runs. */
+	if (hp_pages >= 64 && hp_pages <= PA_CHUNK_PAGES && !force) {
 		const unsigned words = hp_pages / 64;
 		for (int hp = (int)(PA_CHUNK_WORDS / words) - 1; hp >= 0; hp--) {
 			uint64_t used = 0, todo = 0;

@@ -956,7 +956,8 @@ size_t pageheap_prev_chunk_locked(const struct pa_pageheap *h, size_t below)
 }
 
 unsigned pageheap_scav_reserve_locked(struct pa_pageheap *h, size_t ci, int force,
-				      unsigned hp_pages, unsigned max_pages, uintptr_t *addr)
+				      unsigned hp_pages, unsigned max_pages, uintptr_t *addr,
+				      unsigned *fresh)
 {
 	struct pa_chunk *c = chunk_at(h, ci);
 	unsigned start, n = chunk_scav_candidate(c, force, hp_pages, max_pages, &start);
@@ -971,6 +972,7 @@ unsigned pageheap_scav_reserve_locked(struct pa_pageheap *h, size_t ci, int forc
 	update(h, *addr, n, 1);
 	h->scav_pages -= scav;
 	h->releasing_pages += n;
+	*fresh = n - scav;
 	return n;
 }
 

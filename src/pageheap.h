@@ -170,7 +170,8 @@ void pageheap_return_group_locked(struct pa_pageheap *h, uintptr_t base, uint64_
  * scav_reserve_locked: in chunk ci, take the candidate run of
  *   chunk_scav_candidate out of circulation (allocated, counted as
  *   releasing) and return its length (0: none; then, unless force, the
- *   chunk's stamp is cleared). *addr receives its address.
+ *   chunk's stamp is cleared). *addr receives its address, *fresh how many
+ *   of its pages were not released already (a whole free huge page may be).
  * scav_commit_locked: free the reserved run again, as released pages if
  *   `released`, else as resident ones (the kernel refused the madvise).
  * resident_pages_locked: pages of the heap that may be resident.
@@ -178,7 +179,8 @@ void pageheap_return_group_locked(struct pa_pageheap *h, uintptr_t base, uint64_
 size_t pageheap_scav_next(struct pa_pageheap *h, size_t below, uint32_t min_age, size_t *recent);
 size_t pageheap_prev_chunk_locked(const struct pa_pageheap *h, size_t below);
 unsigned pageheap_scav_reserve_locked(struct pa_pageheap *h, size_t ci, int force,
-				      unsigned hp_pages, unsigned max_pages, uintptr_t *addr);
+				      unsigned hp_pages, unsigned max_pages, uintptr_t *addr,
+				      unsigned *fresh);
 void pageheap_scav_commit_locked(struct pa_pageheap *h, uintptr_t addr, unsigned npages,
 				 int released);
 

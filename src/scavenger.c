@@ -57,9 +57,10 @@ static unsigned release_in_chunk(struct pa_scavenger *s, size_t ci, int force, u
 {
 	struct pa_pageheap *h = s->heap;
 	uintptr_t addr = 0;
+	unsigned fresh = 0;
 	lock_acquire(&h->lock);
 	unsigned n = pageheap_scav_reserve_locked(h, ci, force, force ? 0 : s->hp_pages, max_pages,
-						  &addr);
+						  &addr, &fresh);
 	lock_release(&h->lock);
 	if (n == 0)
 		return 0;
@@ -73,7 +74,7 @@ static unsigned release_in_chunk(struct pa_scavenger *s, size_t ci, int force, u
 		__atomic_fetch_add(&s->failed_releases, 1, __ATOMIC_RELAXED);
 		return 0;
 	}
-	__atomic_fetch_add(&s->released_bytes, (uint64_t)n * PA_PAGE_SIZE, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&s->released_bytes, (uint64_t)fresh * PA_PAGE_SIZE, __ATOMIC_RELAXED);
 	__atomic_fetch_add(&s->releases, 1, __ATOMIC_RELAXED);
 	return n;
 }
