@@ -9,6 +9,7 @@
 #include "pagecache.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "bits.h"
@@ -323,34 +324,109 @@ static uintptr_t alloc_slow(struct pa_pagecache_set *pc, size_t npages, size_t *
 	return addr;
 }
 
-uintptr_t pagecache_alloc(struct pa_pagecache_set *pc, size_t npages, size_t *scav)
+/*
+ * The fast path, in rseq mode: one attempt to take npages from the current
+ * CPU's group. Returns the address, FAST_FALLBACK when the cache cannot serve
+ * the request (owned by a slow path, no run in its bits, CPU id unusable), or
+ * FAST_RETRY when the sequence was aborted (preemption, migration, a racing
+ * thread on this CPU). Neither is a page address: those are page-aligned and
+ * nonzero.
+ */
+#define FAST_FALLBACK ((uintptr_t)0)
+#define FAST_RETRY ((uintptr_t)1)
+
+#if PA_HAVE_RSEQ_COMMIT
+_Static_assert(offsetof(struct pa_pagecache, gen) == RSEQ_SLOT_GEN &&
+		   offsetof(struct pa_pagecache, base) == RSEQ_SLOT_BASE &&
+		   offsetof(struct pa_pagecache, free) == RSEQ_SLOT_FREE &&
+		   offsetof(struct pa_pagecache, scav) == RSEQ_SLOT_SCAV,
+	       "rseq_take_lowest's slot layout");
+
+/* One page: the whole read-modify-write inside one sequence (rseq.h). */
+static inline __attribute__((always_inline)) uintptr_t alloc1_try(struct pa_pagecache_set *pc,
+								   size_t *scav)
+{
+	uint64_t i, base, s;
+	int r = rseq_take_lowest(rseq_area(), pc->cpus, sizeof(struct pa_pagecache), pc->ncpus,
+				 &i, &base, &s);
+	if (__builtin_expect(r != 0, 0))
+		return r > 0 ? FAST_FALLBACK : FAST_RETRY;
+	if (scav != NULL)
+		*scav = (size_t)((s >> i) & 1);
+	return base + (uintptr_t)i * PA_PAGE_SIZE;
+}
+
+static inline __attribute__((always_inline)) uintptr_t alloc_try(struct pa_pagecache_set *pc, size_t npages, size_t *scav)
+{
+	struct rseq *rs = rseq_area();
+	uint32_t cpu = (uint32_t)rseq_cpu(rs); /* negative (unknown) becomes huge */
+	if (__builtin_expect(cpu >= pc->ncpus, 0))
+		return FAST_FALLBACK;
+	struct pa_pagecache *c = &pc->cpus[cpu];
+	uint64_t g = __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
+	uint64_t free = ld(&c->free), base = ld(&c->base), s = ld(&c->scav);
+	unsigned i = run_in(free, npages);
+	if (__builtin_expect((g & 1) || i >= 64, 0))
+		return FAST_FALLBACK;
+	uint64_t m = (((uint64_t)1 << npages) - 1) << i; /* npages < 16 */
+	/* scav is compared too: a free and realloc of the same page by another
+	 * thread on this CPU in between leaves `free` equal but may change it. */
+	if (rseq_commit(rs, cpu, &c->gen, g, &c->free, free, &c->scav, s, s, free & ~m) != 0)
+		return FAST_RETRY;
+	if (scav != NULL)
+		*scav = bits_popcount(s & m);
+	return base + (uintptr_t)i * PA_PAGE_SIZE;
+}
+#endif
+
+/* Everything but the first attempt: retries, then the owned slow path, or
+ * the heap itself when caches are off. Out of line so that the fast path
+ * stays a leaf with no stack frame. */
+static __attribute__((noinline)) uintptr_t alloc_rest(struct pa_pagecache_set *pc,
+						      size_t npages, size_t *scav)
 {
 #if PA_HAVE_RSEQ_COMMIT
 	if (pc->mode == PA_CACHE_RSEQ) {
-		struct rseq *rs = rseq_area();
-		for (int tries = 0; tries < 4; tries++) {
-			int32_t cpu = rseq_cpu(rs);
-			if (cpu < 0 || (unsigned)cpu >= pc->ncpus)
+		for (int tries = 0; tries < 3; tries++) {
+			uintptr_t a = npages == 1 ? alloc1_try(pc, scav) : alloc_try(pc, npages, scav);
+			if (a == FAST_FALLBACK)
 				break;
-			struct pa_pagecache *c = &pc->cpus[cpu];
-			uint64_t g = __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
-			uint64_t free = ld(&c->free), base = ld(&c->base), s = ld(&c->scav);
-			unsigned i = run_in(free, npages);
-			if ((g & 1) || i >= 64)
-				break;
-			uint64_t m = bits_mask(i, (unsigned)npages);
-			if (rseq_commit(rs, (uint32_t)cpu, &c->gen, g, &c->free, free, &c->scav, s, s,
-					free & ~m) == 0) {
-				if (scav != NULL)
-					*scav = bits_popcount(s & m);
-				return base + (uintptr_t)i * PA_PAGE_SIZE;
-			}
+			if (a != FAST_RETRY)
+				return a;
 		}
 	}
 #endif
 	if (pc->mode == PA_CACHE_OFF)
 		return pageheap_alloc(pc->heap, npages, scav);
 	return alloc_slow(pc, npages, scav);
+}
+
+/* The first attempt for 2 or more pages, out of line too: its find-run loop
+ * and ten-register commit would otherwise give the 1-page path a frame. */
+static __attribute__((noinline)) uintptr_t alloc_n(struct pa_pagecache_set *pc, size_t npages,
+						   size_t *scav)
+{
+#if PA_HAVE_RSEQ_COMMIT
+	if (pc->mode == PA_CACHE_RSEQ) {
+		uintptr_t a = alloc_try(pc, npages, scav);
+		if (a > FAST_RETRY)
+			return a;
+	}
+#endif
+	return alloc_rest(pc, npages, scav);
+}
+
+uintptr_t pagecache_alloc(struct pa_pagecache_set *pc, size_t npages, size_t *scav)
+{
+#if PA_HAVE_RSEQ_COMMIT
+	if (__builtin_expect(npages == 1 && pc->mode == PA_CACHE_RSEQ, 1)) {
+		uintptr_t a = alloc1_try(pc, scav);
+		if (__builtin_expect(a > FAST_RETRY, 1))
+			return a;
+		return alloc_rest(pc, npages, scav);
+	}
+#endif
+	return alloc_n(pc, npages, scav);
 }
 
 /* ---- free ---------------------------------------------------------------- */
@@ -389,7 +465,61 @@ static enum pa_page_fault free_slow(struct pa_pagecache_set *pc, uintptr_t addr,
 	return f;
 }
 
-enum pa_page_fault pagecache_free(struct pa_pagecache_set *pc, uintptr_t addr, size_t npages)
+#if PA_HAVE_RSEQ_COMMIT
+/* free_try's answers besides a pa_page_fault (which are all >= 0). */
+#define FREE_FALLBACK (-1)
+#define FREE_RETRY (-2)
+
+/*
+ * The fast path, in rseq mode: one attempt to put npages at addr into the
+ * current CPU's group bits (when they belong to its group) or its free queue.
+ * Returns PA_PAGE_OK, PA_PAGE_NOT_ALLOCATED (a double free seen on a stable
+ * snapshot), FREE_FALLBACK or FREE_RETRY as alloc_try.
+ */
+static inline __attribute__((always_inline)) int free_try(struct pa_pagecache_set *pc, uintptr_t addr, size_t npages)
+{
+	struct rseq *rs = rseq_area();
+	uint32_t cpu = (uint32_t)rseq_cpu(rs);
+	if (__builtin_expect(cpu >= pc->ncpus, 0))
+		return FREE_FALLBACK;
+	struct pa_pagecache *c = &pc->cpus[cpu];
+	uint64_t g = __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(g & 1, 0))
+		return FREE_FALLBACK;
+	uintptr_t gbase = PA_ALIGN_DOWN(addr, GROUP_BYTES);
+	unsigned idx = (unsigned)((addr - gbase) / PA_PAGE_SIZE);
+	/* An empty cache has base 0: address 0 is never a group. */
+	if (ld(&c->base) == gbase && gbase != 0 && idx + npages <= GROUP_PAGES) {
+		uint64_t m = (((uint64_t)1 << npages) - 1) << idx; /* npages < 16 */
+		uint64_t free = ld(&c->free), s = ld(&c->scav);
+		if (__builtin_expect((free & m) || !heap_holds(pc->heap, gbase, m), 0)) {
+			/* Looks like a double free: confirm on a stable snapshot. */
+			__atomic_thread_fence(__ATOMIC_ACQUIRE);
+			if (__atomic_load_n(&c->gen, __ATOMIC_RELAXED) == g)
+				return PA_PAGE_NOT_ALLOCATED;
+			return FREE_RETRY;
+		}
+		/* The scav store is harmless if we abort: bits of pages not
+		 * free in the cache mean nothing. */
+		if (rseq_commit(rs, cpu, &c->gen, g, &c->free, free, &c->scav, s, s & ~m,
+				free | m) == 0)
+			return PA_PAGE_OK;
+		return FREE_RETRY;
+	}
+	uint64_t n = ld(&c->nbatch);
+	if (n >= PA_CACHE_BATCH)
+		return FREE_FALLBACK;
+	/* A slot past nbatch is dead until the commit. */
+	if (rseq_commit(rs, cpu, &c->gen, g, &c->nbatch, n, &c->batch[n], ld(&c->batch[n]),
+			addr | npages, n + 1) == 0)
+		return PA_PAGE_OK;
+	return FREE_RETRY;
+}
+#endif
+
+/* Everything but the first attempt, out of line as alloc_rest. */
+static __attribute__((noinline)) enum pa_page_fault
+free_rest(struct pa_pagecache_set *pc, uintptr_t addr, size_t npages)
 {
 	if (addr & (PA_PAGE_SIZE - 1))
 		return PA_PAGE_UNALIGNED;
@@ -399,48 +529,31 @@ enum pa_page_fault pagecache_free(struct pa_pagecache_set *pc, uintptr_t addr, s
 		return pagecache_heap_free(pc, addr, npages);
 #if PA_HAVE_RSEQ_COMMIT
 	if (pc->mode == PA_CACHE_RSEQ) {
-		struct rseq *rs = rseq_area();
-		uintptr_t gbase = PA_ALIGN_DOWN(addr, GROUP_BYTES);
-		unsigned idx = (unsigned)((addr - gbase) / PA_PAGE_SIZE);
-		/* An empty cache has base 0: address 0 is never a group. */
-		int in_group = gbase != 0 && idx + npages <= GROUP_PAGES;
 		for (int tries = 0; tries < 4; tries++) {
-			int32_t cpu = rseq_cpu(rs);
-			if (cpu < 0 || (unsigned)cpu >= pc->ncpus)
+			int r = free_try(pc, addr, npages);
+			if (r == FREE_FALLBACK)
 				break;
-			struct pa_pagecache *c = &pc->cpus[cpu];
-			uint64_t g = __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
-			if (g & 1)
-				break;
-			if (in_group && ld(&c->base) == gbase) {
-				uint64_t m = bits_mask(idx, (unsigned)npages);
-				uint64_t free = ld(&c->free), s = ld(&c->scav);
-				if ((free & m) || !heap_holds(pc->heap, gbase, m)) {
-					/* Looks like a double free: confirm on a stable snapshot. */
-					__atomic_thread_fence(__ATOMIC_ACQUIRE);
-					if (__atomic_load_n(&c->gen, __ATOMIC_RELAXED) == g)
-						return PA_PAGE_NOT_ALLOCATED;
-					continue;
-				}
-				/* The scav store is harmless if we abort: bits of
-				 * pages not free in the cache mean nothing. */
-				if (rseq_commit(rs, (uint32_t)cpu, &c->gen, g, &c->free, free,
-						&c->scav, s, s & ~m, free | m) == 0)
-					return PA_PAGE_OK;
-			} else {
-				uint64_t n = ld(&c->nbatch);
-				if (n >= PA_CACHE_BATCH)
-					break;
-				/* A slot past nbatch is dead until the commit. */
-				if (rseq_commit(rs, (uint32_t)cpu, &c->gen, g, &c->nbatch, n,
-						&c->batch[n], ld(&c->batch[n]), addr | npages,
-						n + 1) == 0)
-					return PA_PAGE_OK;
-			}
+			if (r != FREE_RETRY)
+				return (enum pa_page_fault)r;
 		}
 	}
 #endif
 	return free_slow(pc, addr, npages);
+}
+
+enum pa_page_fault pagecache_free(struct pa_pagecache_set *pc, uintptr_t addr, size_t npages)
+{
+#if PA_HAVE_RSEQ_COMMIT
+	/* One test covers the mode, the alignment and 1 <= npages < 16. */
+	if (__builtin_expect(pc->mode == PA_CACHE_RSEQ && (addr & (PA_PAGE_SIZE - 1)) == 0 &&
+				 npages - 1 < PA_CACHE_MAX_PAGES - 1,
+			     1)) {
+		int r = free_try(pc, addr, npages);
+		if (__builtin_expect(r >= 0, 1))
+			return (enum pa_page_fault)r;
+	}
+#endif
+	return free_rest(pc, addr, npages);
 }
 
 /* ---- statistics ---------------------------------------------------------- */

@@ -97,6 +97,79 @@ static inline int rseq_commit(struct rseq *rs, uint32_t cpu, uint64_t *gen, uint
 aborted:
 	return -1;
 }
+
+/*
+ * The 1-page allocation, the hottest path, done wholly inside one sequence
+ * (the way tcmalloc's per-CPU caches pop): the CPU id, the slot, its gen,
+ * free and scav words are all read after the sequence began, so a
+ * preemption, a migration or a membarrier fence from a remote slow path
+ * restarts it and nothing needs re-checking; the one store that clears the
+ * lowest free bit is the commit.
+ *
+ * Slots form an array of `stride`-byte records, one per CPU, with this
+ * layout (pagecache.c asserts it): gen at RSEQ_SLOT_GEN (odd: owned, do not
+ * touch), base at RSEQ_SLOT_BASE, free at RSEQ_SLOT_FREE, scav at
+ * RSEQ_SLOT_SCAV. Returns 0 with *index (the page taken: lowest set bit of
+ * free), *base and *scav (the slot's scav word as read) on success; 1 when
+ * the slot cannot serve (CPU id >= nslots or unknown, gen odd, free empty);
+ * -1 when the sequence was aborted (retry).
+ */
+#define RSEQ_SLOT_GEN 0
+#define RSEQ_SLOT_BASE 8
+#define RSEQ_SLOT_FREE 16
+#define RSEQ_SLOT_SCAV 24
+
+static inline int rseq_take_lowest(struct rseq *rs, void *slots, uint64_t stride,
+				   uint32_t nslots, uint64_t *index, uint64_t *base, uint64_t *scav)
+{
+	int status;
+	uint64_t idx, b, sc;
+	__asm__ volatile(
+	    ".pushsection __rseq_cs, \"aw\"\n\t"
+	    ".balign 32\n\t"
+	    "3:\n\t"
+	    ".long 0x0, 0x0\n\t"
+	    ".quad 1f, (2f - 1f), 4f\n\t"
+	    ".popsection\n\t"
+	    "movl $1, %[st]\n\t"
+	    "leaq 3b(%%rip), %%rax\n\t"
+	    "movq %%rax, 8(%[rs])\n\t" /* rs->rseq_cs = &descriptor */
+	    "1:\n\t"
+	    "movl 4(%[rs]), %%eax\n\t" /* rs->cpu_id; -1 compares above */
+	    "cmpl %[n], %%eax\n\t"
+	    "jae 2f\n\t"
+	    "imulq %[stride], %%rax\n\t"
+	    "addq %[slots], %%rax\n\t"
+	    "testb $1, %c[gen](%%rax)\n\t"
+	    "jnz 2f\n\t"
+	    "movq %c[free](%%rax), %%rdx\n\t"
+	    "testq %%rdx, %%rdx\n\t"
+	    "jz 2f\n\t"
+	    "bsfq %%rdx, %[idx]\n\t"
+	    "movq %c[base](%%rax), %[b]\n\t"
+	    "movq %c[scav](%%rax), %[sc]\n\t"
+	    "leaq -1(%%rdx), %%rcx\n\t"
+	    "andq %%rdx, %%rcx\n\t"
+	    "xorl %[st], %[st]\n\t"
+	    "movq %%rcx, %c[free](%%rax)\n\t" /* commit */
+	    "2:\n\t"
+	    ".pushsection __rseq_failure, \"ax\"\n\t"
+	    ".byte 0x0f, 0xb9, 0x3d\n\t"
+	    ".long 0x53053053\n\t"
+	    "4:\n\t"
+	    "movl $-1, %[st]\n\t"
+	    "jmp 2b\n\t"
+	    ".popsection\n\t"
+	    : [st] "=&r"(status), [idx] "=&r"(idx), [b] "=&r"(b), [sc] "=&r"(sc)
+	    : [rs] "r"(rs), [slots] "r"(slots), [n] "r"(nslots), [stride] "r"(stride),
+	      [gen] "i"(RSEQ_SLOT_GEN), [base] "i"(RSEQ_SLOT_BASE), [free] "i"(RSEQ_SLOT_FREE),
+	      [scav] "i"(RSEQ_SLOT_SCAV)
+	    : "memory", "cc", "rax", "rcx", "rdx");
+	*index = idx;
+	*base = b;
+	*scav = sc;
+	return status;
+}
 #endif
 
 #endif
