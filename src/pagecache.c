@@ -548,9 +548,21 @@ enum pa_page_fault pagecache_free(struct pa_pagecache_set *pc, uintptr_t addr, s
 	if (__builtin_expect(pc->mode == PA_CACHE_RSEQ && (addr & (PA_PAGE_SIZE - 1)) == 0 &&
 				 npages - 1 < PA_CACHE_MAX_PAGES - 1,
 			     1)) {
-		int r = free_try(pc, addr, npages);
-		if (__builtin_expect(r >= 0, 1))
-			return (enum pa_page_fault)r;
+		uintptr_t gbase = PA_ALIGN_DOWN(addr, GROUP_BYTES);
+		unsigned idx = (unsigned)((addr - gbase) / PA_PAGE_SIZE);
+		uint64_t m = (((uint64_t)1 << npages) - 1) << idx;
+		struct rseq *rs = rseq_area();
+		uint32_t cpu = (uint32_t)rseq_cpu(rs);
+		/* A racy look at the CPU's group only picks the path: a base
+		 * once stored is heap, so heap_holds may read its bitmap, and
+		 * the sequence re-checks everything. Base 0 is no group. */
+		if (__builtin_expect(cpu < pc->ncpus && ld(&pc->cpus[cpu].base) == gbase &&
+					 gbase != 0 && idx + npages <= GROUP_PAGES &&
+					 heap_holds(pc->heap, gbase, m),
+				     1) &&
+		    rseq_give_back(rs, pc->cpus, sizeof(struct pa_pagecache), pc->ncpus, gbase,
+				   m) == 0)
+			return PA_PAGE_OK;
 	}
 #endif
 	return free_rest(pc, addr, npages);

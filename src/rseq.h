@@ -170,6 +170,68 @@ static inline int rseq_take_lowest(struct rseq *rs, void *slots, uint64_t stride
 	*scav = sc;
 	return status;
 }
+
+/*
+ * The mirror image, for a free into the CPU's own group: if the current
+ * CPU's slot is idle (gen even) and holds the group at `group`, and none of
+ * the pages `mask` is free in it already, clear them in scav and set them in
+ * free (the commit). Returns 0 when committed; 1 when the slot is not usable
+ * or holds another group (the caller queues the free instead); 2 when some
+ * page of mask is already free there (a double free, or a race: the caller
+ * decides on a stable snapshot); -1 when aborted. The scav store before the
+ * commit is harmless if the sequence aborts: scav bits of pages that are not
+ * free in the slot mean nothing.
+ */
+static inline int rseq_give_back(struct rseq *rs, void *slots, uint64_t stride, uint32_t nslots,
+				 uint64_t group, uint64_t mask)
+{
+	int status;
+	__asm__ volatile(
+	    ".pushsection __rseq_cs, \"aw\"\n\t"
+	    ".balign 32\n\t"
+	    "3:\n\t"
+	    ".long 0x0, 0x0\n\t"
+	    ".quad 1f, (2f - 1f), 4f\n\t"
+	    ".popsection\n\t"
+	    "movl $1, %[st]\n\t"
+	    "leaq 3b(%%rip), %%rax\n\t"
+	    "movq %%rax, 8(%[rs])\n\t"
+	    "1:\n\t"
+	    "movl 4(%[rs]), %%eax\n\t"
+	    "cmpl %[n], %%eax\n\t"
+	    "jae 2f\n\t"
+	    "imulq %[stride], %%rax\n\t"
+	    "addq %[slots], %%rax\n\t"
+	    "testb $1, %c[gen](%%rax)\n\t"
+	    "jnz 2f\n\t"
+	    "cmpq %[group], %c[base](%%rax)\n\t"
+	    "jne 2f\n\t"
+	    "movq %c[free](%%rax), %%rdx\n\t"
+	    "movl $2, %[st]\n\t"
+	    "testq %[mask], %%rdx\n\t"
+	    "jnz 2f\n\t"
+	    "orq %[mask], %%rdx\n\t"
+	    "movq %[mask], %%rcx\n\t"
+	    "notq %%rcx\n\t"
+	    "andq %c[scav](%%rax), %%rcx\n\t"
+	    "movq %%rcx, %c[scav](%%rax)\n\t"
+	    "xorl %[st], %[st]\n\t"
+	    "movq %%rdx, %c[free](%%rax)\n\t" /* commit */
+	    "2:\n\t"
+	    ".pushsection __rseq_failure, \"ax\"\n\t"
+	    ".byte 0x0f, 0xb9, 0x3d\n\t"
+	    ".long 0x53053053\n\t"
+	    "4:\n\t"
+	    "movl $-1, %[st]\n\t"
+	    "jmp 2b\n\t"
+	    ".popsection\n\t"
+	    : [st] "=&r"(status)
+	    : [rs] "r"(rs), [slots] "r"(slots), [n] "r"(nslots), [stride] "r"(stride),
+	      [group] "r"(group), [mask] "r"(mask), [gen] "i"(RSEQ_SLOT_GEN),
+	      [base] "i"(RSEQ_SLOT_BASE), [free] "i"(RSEQ_SLOT_FREE), [scav] "i"(RSEQ_SLOT_SCAV)
+	    : "memory", "cc", "rax", "rcx", "rdx");
+	return status;
+}
 #endif
 
 #endif
