@@ -53,20 +53,42 @@ static inline int32_t rseq_cpu(const struct rseq *rs)
 }
 
 #if PA_HAVE_RSEQ_COMMIT
+/*
+ * The pieces every sequence below shares. Labels: 1 = start, 2 = end (one
+ * past the commit), 3 = the descriptor, 4 = the abort handler.
+ *
+ * RSEQ_DESCRIBE: the critical-section descriptor (version, flags, start,
+ *   length, abort address), in its own section, 32-byte aligned as the
+ *   kernel requires.
+ * RSEQ_ARM: point rs->rseq_cs (offset 8) at it; clobbers rax. From here to
+ *   label 2 a preemption, migration or signal sends the thread to 4.
+ * RSEQ_ABORT(code): the abort handler, in its own section, preceded by ud1
+ *   with the signature as displacement (the kernel checks the four bytes
+ *   before the abort address); `code` runs there and must leave.
+ */
+#define RSEQ_DESCRIBE \
+	".pushsection __rseq_cs, \"aw\"\n\t" \
+	".balign 32\n\t" \
+	"3:\n\t" \
+	".long 0x0, 0x0\n\t" \
+	".quad 1f, (2f - 1f), 4f\n\t" \
+	".popsection\n\t"
+#define RSEQ_ARM \
+	"leaq 3b(%%rip), %%rax\n\t" \
+	"movq %%rax, 8(%[rs])\n\t"
+#define RSEQ_ABORT(code) \
+	".pushsection __rseq_failure, \"ax\"\n\t" \
+	".byte 0x0f, 0xb9, 0x3d\n\t" \
+	".long 0x53053053\n\t" \
+	"4:\n\t" code ".popsection\n\t"
+
 static inline int rseq_commit(struct rseq *rs, uint32_t cpu, uint64_t *gen, uint64_t egen,
 			      uint64_t *word, uint64_t eword, uint64_t *pre, uint64_t epre,
 			      uint64_t pre_value, uint64_t new_word)
 {
 	__asm__ goto(
-	    /* The critical-section descriptor: version, flags, start, length, abort. */
-	    ".pushsection __rseq_cs, \"aw\"\n\t"
-	    ".balign 32\n\t"
-	    "3:\n\t"
-	    ".long 0x0, 0x0\n\t"
-	    ".quad 1f, (2f - 1f), 4f\n\t"
-	    ".popsection\n\t"
-	    "leaq 3b(%%rip), %%rax\n\t"
-	    "movq %%rax, 8(%[rs])\n\t" /* rs->rseq_cs = &descriptor */
+	    RSEQ_DESCRIBE
+	    RSEQ_ARM
 	    "1:\n\t"
 	    "cmpl %[cpu], 4(%[rs])\n\t" /* rs->cpu_id */
 	    "jnz %l[aborted]\n\t"
@@ -79,14 +101,7 @@ static inline int rseq_commit(struct rseq *rs, uint32_t cpu, uint64_t *gen, uint
 	    "movq %[prev], (%[pre])\n\t"
 	    "movq %[nw], (%[word])\n\t" /* commit */
 	    "2:\n\t"
-	    ".pushsection __rseq_failure, \"ax\"\n\t"
-	    /* ud1 with the signature as displacement: the kernel checks the
-	     * four bytes before the abort address. */
-	    ".byte 0x0f, 0xb9, 0x3d\n\t"
-	    ".long 0x53053053\n\t"
-	    "4:\n\t"
-	    "jmp %l[aborted]\n\t"
-	    ".popsection\n\t"
+	    RSEQ_ABORT("jmp %l[aborted]\n\t")
 	    :
 	    : [rs] "r"(rs), [cpu] "r"(cpu), [gen] "r"(gen), [egen] "r"(egen), [word] "r"(word),
 	      [eword] "r"(eword), [pre] "r"(pre), [epre] "r"(epre), [prev] "r"(pre_value),
@@ -125,15 +140,9 @@ static inline int rseq_take_lowest(struct rseq *rs, void *slots, uint64_t stride
 	int status;
 	uint64_t idx, b, sc;
 	__asm__ volatile(
-	    ".pushsection __rseq_cs, \"aw\"\n\t"
-	    ".balign 32\n\t"
-	    "3:\n\t"
-	    ".long 0x0, 0x0\n\t"
-	    ".quad 1f, (2f - 1f), 4f\n\t"
-	    ".popsection\n\t"
+	    RSEQ_DESCRIBE
 	    "movl $1, %[st]\n\t"
-	    "leaq 3b(%%rip), %%rax\n\t"
-	    "movq %%rax, 8(%[rs])\n\t" /* rs->rseq_cs = &descriptor */
+	    RSEQ_ARM
 	    "1:\n\t"
 	    "movl 4(%[rs]), %%eax\n\t" /* rs->cpu_id; -1 compares above */
 	    "cmpl %[n], %%eax\n\t"
@@ -153,13 +162,8 @@ static inline int rseq_take_lowest(struct rseq *rs, void *slots, uint64_t stride
 	    "xorl %[st], %[st]\n\t"
 	    "movq %%rcx, %c[free](%%rax)\n\t" /* commit */
 	    "2:\n\t"
-	    ".pushsection __rseq_failure, \"ax\"\n\t"
-	    ".byte 0x0f, 0xb9, 0x3d\n\t"
-	    ".long 0x53053053\n\t"
-	    "4:\n\t"
-	    "movl $-1, %[st]\n\t"
-	    "jmp 2b\n\t"
-	    ".popsection\n\t"
+	    RSEQ_ABORT("movl $-1, %[st]\n\t"
+		       "jmp 2b\n\t")
 	    : [st] "=&r"(status), [idx] "=&r"(idx), [b] "=&r"(b), [sc] "=&r"(sc)
 	    : [rs] "r"(rs), [slots] "r"(slots), [n] "r"(nslots), [stride] "r"(stride),
 	      [gen] "i"(RSEQ_SLOT_GEN), [base] "i"(RSEQ_SLOT_BASE), [free] "i"(RSEQ_SLOT_FREE),
@@ -187,15 +191,9 @@ static inline int rseq_give_back(struct rseq *rs, void *slots, uint64_t stride, 
 {
 	int status;
 	__asm__ volatile(
-	    ".pushsection __rseq_cs, \"aw\"\n\t"
-	    ".balign 32\n\t"
-	    "3:\n\t"
-	    ".long 0x0, 0x0\n\t"
-	    ".quad 1f, (2f - 1f), 4f\n\t"
-	    ".popsection\n\t"
+	    RSEQ_DESCRIBE
 	    "movl $1, %[st]\n\t"
-	    "leaq 3b(%%rip), %%rax\n\t"
-	    "movq %%rax, 8(%[rs])\n\t"
+	    RSEQ_ARM
 	    "1:\n\t"
 	    "movl 4(%[rs]), %%eax\n\t"
 	    "cmpl %[n], %%eax\n\t"
@@ -218,13 +216,8 @@ static inline int rseq_give_back(struct rseq *rs, void *slots, uint64_t stride, 
 	    "xorl %[st], %[st]\n\t"
 	    "movq %%rdx, %c[free](%%rax)\n\t" /* commit */
 	    "2:\n\t"
-	    ".pushsection __rseq_failure, \"ax\"\n\t"
-	    ".byte 0x0f, 0xb9, 0x3d\n\t"
-	    ".long 0x53053053\n\t"
-	    "4:\n\t"
-	    "movl $-1, %[st]\n\t"
-	    "jmp 2b\n\t"
-	    ".popsection\n\t"
+	    RSEQ_ABORT("movl $-1, %[st]\n\t"
+		       "jmp 2b\n\t")
 	    : [st] "=&r"(status)
 	    : [rs] "r"(rs), [slots] "r"(slots), [n] "r"(nslots), [stride] "r"(stride),
 	      [group] "r"(group), [mask] "r"(mask), [gen] "i"(RSEQ_SLOT_GEN),
