@@ -10,6 +10,46 @@
 
 #include "bits.h"
 
+/*
+ * The longest run of free pages strictly inside used word x (between its
+ * lowest and highest used page) if it is longer than most, else most; as
+ * the Go runtime does it. Rather than measuring every run, shrink all runs
+ * by most (OR the word onto itself shifted down, doubling the shift as the
+ * used runs grow); any free page left marks a longer run, whose remainder
+ * raises most, and the shrinking goes on by that remainder.
+ */
+static unsigned inner_max(uint64_t x, unsigned most)
+{
+	x >>= bits_ctz(x) & 63; /* drop the free bottom; the free top stays as zeros */
+	if ((x & (x + 1)) == 0)
+		return most; /* no free page below the highest used one */
+	unsigned p = most, k = 1; /* p: shrink still owed; k: shortest used run */
+	for (;;) {
+		while (p > 0) {
+			if (p <= k) {
+				x |= x >> p;
+				if ((x & (x + 1)) == 0)
+					return most;
+				break;
+			}
+			x |= x >> k;
+			if ((x & (x + 1)) == 0)
+				return most;
+			p -= k;
+			k *= 2;
+		}
+		/* The lowest surviving free run is longer than most by j. */
+		unsigned j = bits_ctz(~x) & 63;
+		x >>= j;
+		j = bits_ctz(x) & 63;
+		x >>= j;
+		most += j;
+		if ((x & (x + 1)) == 0)
+			return most;
+		p = j;
+	}
+}
+
 pa_sum chunk_summarize(const struct pa_chunk *c)
 {
 	unsigned start = CHUNK_NOT_FOUND, max = 0, cur = 0;
@@ -31,22 +71,12 @@ pa_sum chunk_summarize(const struct pa_chunk *c)
 		return sum_pack(PA_CHUNK_PAGES, PA_CHUNK_PAGES, PA_CHUNK_PAGES);
 	if (cur > max)
 		max = cur;
-	/* Runs strictly inside a word are at most 62 long (a set bit at each end). */
+	/* Runs strictly inside a word are at most 62 long (a set bit at each end).
+	 * Every word is nonzero here, or max would be at least 64. */
 	if (max >= 62)
 		return sum_pack(start, max, cur);
-	for (unsigned i = 0; i < PA_CHUNK_WORDS; i++) {
-		uint64_t x = c->alloc[i];
-		if (x == 0 || x == ~(uint64_t)0)
-			continue;
-		unsigned lo = bits_ctz(x), width = 64 - lo - bits_clz(x);
-		/* Free bits between the lowest and highest set bits. */
-		uint64_t inner = (~x >> lo) & bits_mask(0, width);
-		if (inner == 0)
-			continue;
-		unsigned run = bits_max_run(inner);
-		if (run > max)
-			max = run;
-	}
+	for (unsigned i = 0; i < PA_CHUNK_WORDS; i++)
+		max = inner_max(c->alloc[i], max);
 	return sum_pack(start, max, cur);
 }
 
@@ -131,10 +161,8 @@ unsigned chunk_find(const struct pa_chunk *c, unsigned npages, unsigned search_i
 
 unsigned chunk_alloc_range(struct pa_chunk *c, unsigned start, unsigned n)
 {
-	unsigned scav = bits_count_range(c->scav, start, n);
-	bits_set_range(c->alloc, start, n);
-	if (scav != 0)
-		bits_clear_range(c->scav, start, n);
+	unsigned scav = 0;
+	chunk_mark_used(c, start, n, &scav);
 	return scav;
 }
 

@@ -75,4 +75,143 @@ static inline void chunk_free_range(struct pa_chunk *c, unsigned start, unsigned
 	bits_clear_range(c->alloc, start, n);
 }
 
+/*
+ * Mark [start, start+n) in use like chunk_alloc_range, adding the scavenged
+ * count to *scav. Returns the pages of the range that were in use already
+ * (ORed over its words; 0 when the range was wholly free), which tells the
+ * caller whether the incremental summary (chunk_sum_after_alloc) applies.
+ * popcount is a libcall without -mpopcnt, so it runs only on released pages.
+ */
+static inline uint64_t chunk_mark_used(struct pa_chunk *c, unsigned start, unsigned n,
+				       unsigned *scav)
+{
+	uint64_t clash = 0;
+	while (n > 0) {
+		unsigned i = start / 64, b = start % 64;
+		unsigned k = 64 - b < n ? 64 - b : n;
+		uint64_t m = bits_mask(b, k), x = c->alloc[i], s = c->scav[i] & m;
+		clash |= x & m;
+		bits_store(&c->alloc[i], x | m);
+		if (s != 0) {
+			*scav += bits_popcount(s);
+			c->scav[i] &= ~m;
+		}
+		start += k;
+		n -= k;
+	}
+	return clash;
+}
+
+/* Mark [start, start+n) free; returns the pages of it that were free already
+ * (ORed over its words; 0 when the range was wholly in use). */
+static inline uint64_t chunk_mark_free(struct pa_chunk *c, unsigned start, unsigned n)
+{
+	uint64_t clash = 0;
+	while (n > 0) {
+		unsigned i = start / 64, b = start % 64;
+		unsigned k = 64 - b < n ? 64 - b : n;
+		uint64_t m = bits_mask(b, k), x = c->alloc[i];
+		clash |= ~x & m;
+		bits_store(&c->alloc[i], x & ~m);
+		start += k;
+		n -= k;
+	}
+	return clash;
+}
+
+/* ---- incremental summaries ------------------------------------------------
+ *
+ * Recomputing a chunk's summary from its 512 bits after every change costs
+ * hundreds of instructions; a change to one wholly free (or wholly used)
+ * range only moves the summary through the free run around that range:
+ *
+ *   alloc of [s, s+n): start drops to s if the range cut into the free
+ *     prefix, end likewise at the top; max is unchanged unless the run that
+ *     held the range (found by scanning out from it) was a longest one: if
+ *     it was the whole chunk, max is the larger of start and end; otherwise,
+ *     and only then, the chunk is summarized from scratch.
+ *   free of [s, s+n): the run now holding the range is the only new run;
+ *     it is the new start if it reaches page 0, the new end if it reaches
+ *     page 511, and max is the larger of it and the old max.
+ *
+ * The result is exactly chunk_summarize's (test_chunk pins it).
+ */
+
+/* Free pages directly below page p (0 <= p <= 512). */
+static inline unsigned chunk_free_below(const struct pa_chunk *c, unsigned p)
+{
+	unsigned run = 0;
+	while (p > 0) {
+		unsigned w = (p - 1) / 64, b = p - w * 64; /* word w has b pages below p */
+		unsigned k = bits_clz(c->alloc[w] << (64 - b));
+		if (k < b)
+			return run + k;
+		run += b;
+		p -= b;
+	}
+	return run;
+}
+
+/* Free pages from page p upwards (0 <= p <= 512). */
+static inline unsigned chunk_free_from(const struct pa_chunk *c, unsigned p)
+{
+	unsigned run = 0;
+	while (p < PA_CHUNK_PAGES) {
+		unsigned b = p % 64, k = bits_ctz(c->alloc[p / 64] >> b);
+		if (k < 64 - b)
+			return run + k;
+		run += 64 - b;
+		p += 64 - b;
+	}
+	return run;
+}
+
+/* The free run a change touched, for the levels above (pageheap.c): its
+ * length inside the chunk and whether it reaches the chunk's first (lo) and
+ * last (hi) page, so that it may continue into the neighbours. */
+struct chunk_run {
+	unsigned len;
+	int lo, hi;
+};
+
+/* The free run around [start, lim): the pages of that range plus the free
+ * pages next to it. */
+static inline struct chunk_run chunk_run_around(const struct pa_chunk *c, unsigned start,
+						unsigned lim)
+{
+	unsigned below = chunk_free_below(c, start), above = chunk_free_from(c, lim);
+	struct chunk_run r = {below + (lim - start) + above, below == start,
+			      above == PA_CHUNK_PAGES - lim};
+	return r;
+}
+
+/* The summary of c now that [start, start+n), wholly free under summary
+ * old, has been marked in use; *run receives the free run that held it. */
+static inline pa_sum chunk_sum_after_alloc(const struct pa_chunk *c, pa_sum old, unsigned start,
+					   unsigned n, struct chunk_run *run)
+{
+	unsigned os = sum_sub_start(old), om = sum_sub_max(old), oe = sum_sub_end(old);
+	unsigned lim = start + n;
+	*run = chunk_run_around(c, start, lim);
+	unsigned ns = start < os ? start : os;
+	unsigned ne = lim > PA_CHUNK_PAGES - oe ? PA_CHUNK_PAGES - lim : oe;
+	if (run->lo && run->hi) /* the chunk was free: what is left is start and end */
+		return sum_sub_pack(ns, ns > ne ? ns : ne, ne);
+	if (run->len == om)
+		return chunk_summarize(c); /* a longest run shrank: is another as long? */
+	return sum_sub_pack(ns, om, ne);
+}
+
+/* The summary of c now that [start, start+n), wholly in use under summary
+ * old, has been marked free; *run receives the free run now holding it. */
+static inline pa_sum chunk_sum_after_free(const struct pa_chunk *c, pa_sum old, unsigned start,
+					  unsigned n, struct chunk_run *run)
+{
+	*run = chunk_run_around(c, start, start + n);
+	unsigned om = sum_sub_max(old);
+	unsigned ns = run->lo ? run->len : sum_sub_start(old);
+	unsigned ne = run->hi ? run->len : sum_sub_end(old);
+	return sum_sub_pack(ns, run->len > om ? run->len : om, ne);
+}
+
 #endif

@@ -14,6 +14,9 @@
  *   3. Nothing fits: grow the heap from the OS and retry.
  * Marking the pages updates the leaf summaries of the touched chunks and then
  * each level above, stopping as soon as a level's summaries do not change.
+ * A change that stays inside one chunk (every 1-page operation) is applied
+ * incrementally, through the one free run it touched (update_up); only
+ * wider changes rescan bitmaps and re-merge children.
  */
 #include "pageheap.h"
 
@@ -290,27 +293,125 @@ static void level_commit_span(const struct pa_pageheap *h, unsigned l, uintptr_t
 }
 
 /*
+ * Incremental update of the levels above one changed chunk.
+ *
+ * An exact change (a wholly free range marked in use, or a wholly used one
+ * marked free) changes exactly one free run of the heap: alloc splits the
+ * run that held the range, free joins the range with its free neighbours.
+ * Every entry above the chunk sees that run clipped to its region, and
+ * moves only through it:
+ *
+ *   free:  max = larger of the old max and the clipped run; start (end) =
+ *          the clipped run if it reaches the region's first (last) page.
+ *   alloc: start (end) changes only if it reached the changed child, to
+ *          the child's offset plus the child's new start (end); max stays
+ *          unless the clipped run was a longest one: if it was the whole
+ *          region, the larger of start and end is left, otherwise (only
+ *          then) the 8 children are merged afresh.
+ *
+ * The clipped run grows level by level through the siblings' ends (below)
+ * and starts (above) while it touches a child's edge. Siblings share the
+ * changed child's block of 8, which is always committed; those that are
+ * not heap read as 0 and stop the run. So a level costs a few loads and
+ * compares instead of a merge of 8 children.
+ */
+static inline __attribute__((always_inline)) int update_level(struct pa_pageheap *h, unsigned l,
+								 size_t *ip, int alloc,
+								 struct chunk_run *run)
+{
+	const unsigned log_pages = PA_LEVEL_LOG_PAGES(l + 1), size = 1u << log_pages;
+	const size_t i = *ip >> PA_SUM_LEVEL_BITS;
+	const unsigned k = (unsigned)(*ip & (PA_SUM_FANOUT - 1));
+	const pa_sum *kids = &h->sum[l + 1][i << PA_SUM_LEVEL_BITS];
+	for (unsigned j = k; run->lo && j-- > 0;) {
+		unsigned e = sum_sub_end(kids[j]);
+		run->len += e;
+		run->lo = e == size;
+	}
+	for (unsigned j = k + 1; run->hi && j < PA_SUM_FANOUT; j++) {
+		unsigned st = sum_sub_start(kids[j]);
+		run->len += st;
+		run->hi = st == size;
+	}
+	/* Below the root no summary has the all-free bit: skip its branches. */
+	pa_sum old = h->sum[l][i], s;
+	unsigned start = l ? sum_sub_start(old) : sum_start(old);
+	unsigned max = l ? sum_sub_max(old) : sum_max(old);
+	unsigned end = l ? sum_sub_end(old) : sum_end(old);
+	if (!alloc) {
+		start = run->lo ? run->len : start;
+		max = run->len > max ? run->len : max;
+		end = run->hi ? run->len : end;
+	} else if (run->len == max && !(run->lo && run->hi)) {
+		s = sum_merge(kids, PA_SUM_FANOUT, log_pages);
+		goto store;
+	} else {
+		const unsigned below = k * size, above = (PA_SUM_FANOUT - 1 - k) * size;
+		if (start >= below)
+			start = below + sum_sub_start(kids[k]);
+		if (end >= above)
+			end = above + sum_sub_end(kids[k]);
+		/* A region that was all free keeps only its start and end. */
+		if (run->lo && run->hi)
+			max = start > end ? start : end;
+	}
+	s = l ? sum_sub_pack(start, max, end) : sum_pack(start, max, end);
+store:
+	if (s == old)
+		return 0;
+	h->sum[l][i] = s;
+	*ip = i;
+	return 1;
+}
+
+static void update_up(struct pa_pageheap *h, size_t ci, int alloc, struct chunk_run run)
+{
+	size_t i = ci; /* the changed entry of level l + 1 */
+#pragma GCC unroll 8
+	for (int l = (int)PA_SUM_LEVELS - 2; l >= 0; l--)
+		if (!update_level(h, (unsigned)l, &i, alloc, &run))
+			return;
+}
+
+/* The new leaf summary of chunk ci after an exact change of pages
+ * [from, from + n) of it; *run: the free run it touched. */
+static inline pa_sum leaf_after(const struct pa_pageheap *h, size_t ci, unsigned from, unsigned n,
+				int alloc, struct chunk_run *run)
+{
+	const struct pa_chunk *c = chunk_at(h, ci);
+	pa_sum old = h->sum[PA_SUM_LEVELS - 1][ci];
+	return alloc ? chunk_sum_after_alloc(c, old, from, n, run)
+		     : chunk_sum_after_free(c, old, from, n, run);
+}
+
+/*
  * Recompute the summaries covering [base, base + npages pages) after a
  * change of the bitmaps there. Interior chunks of a multi-chunk range are
- * set wholesale: alloc means fully allocated, otherwise fully free.
+ * set wholesale: alloc means fully allocated, otherwise fully free. With
+ * `exact` (every page of the range changed state, none was already there)
+ * a change inside one chunk is applied incrementally (update_up); other
+ * changes rescan the edge chunks and re-merge every level, stopping at the
+ * first level whose summaries do not change.
  */
-static void update(struct pa_pageheap *h, uintptr_t base, size_t npages, int alloc)
+static void update(struct pa_pageheap *h, uintptr_t base, size_t npages, int alloc, int exact)
 {
 	uintptr_t limit = base + npages * PA_PAGE_SIZE;
 	size_t sc = chunk_index(h, base), ec = chunk_index(h, limit - 1);
 	pa_sum *leaf = h->sum[PA_SUM_LEVELS - 1];
-	if (sc == ec) {
-		pa_sum s = chunk_summarize(chunk_at(h, sc));
+	if (sc == ec && exact) {
+		struct chunk_run run;
+		pa_sum s = leaf_after(h, sc, page_in_chunk(base), (unsigned)npages, alloc, &run);
 		if (s == leaf[sc])
 			return;
 		leaf[sc] = s;
-	} else {
-		leaf[sc] = chunk_summarize(chunk_at(h, sc));
-		pa_sum whole = alloc ? 0 : FULL_CHUNK_SUM;
-		for (size_t c = sc + 1; c < ec; c++)
-			leaf[c] = whole;
-		leaf[ec] = chunk_summarize(chunk_at(h, ec));
+		update_up(h, sc, alloc, run);
+		return;
 	}
+	leaf[sc] = chunk_summarize(chunk_at(h, sc));
+	pa_sum whole = alloc ? 0 : FULL_CHUNK_SUM;
+	for (size_t c = sc + 1; c < ec; c++)
+		leaf[c] = whole;
+	leaf[ec] = chunk_summarize(chunk_at(h, ec));
 	for (int l = (int)PA_SUM_LEVELS - 2; l >= 0; l--) {
 		unsigned child_log_pages = PA_LEVEL_LOG_PAGES((unsigned)l + 1);
 		size_t lo, hi;
@@ -395,7 +496,7 @@ int pageheap_grow_range_locked(struct pa_pageheap *h, uintptr_t base, size_t npa
 	h->scav_pages += npages;
 	if (base < h->hint)
 		h->hint = base;
-	update(h, base, npages, 0);
+	update(h, base, npages, 0, 0);
 	return 0;
 nomem:
 	errno = ENOMEM;
@@ -580,16 +681,19 @@ size_t pageheap_alloc_range_locked(struct pa_pageheap *h, uintptr_t addr, size_t
 	uintptr_t limit = addr + npages * PA_PAGE_SIZE;
 	size_t sc = chunk_index(h, addr), ec = chunk_index(h, limit - 1);
 	unsigned si = page_in_chunk(addr), ei = page_in_chunk(limit - 1);
-	size_t scav;
+	unsigned edge_scav = 0; /* of the first and last chunk */
+	size_t scav = 0;
+	uint64_t clash;
 	if (sc == ec) {
-		scav = chunk_alloc_range(chunk_at(h, sc), si, ei + 1 - si);
+		clash = chunk_mark_used(chunk_at(h, sc), si, ei + 1 - si, &edge_scav);
 	} else {
-		scav = chunk_alloc_range(chunk_at(h, sc), si, PA_CHUNK_PAGES - si);
+		clash = chunk_mark_used(chunk_at(h, sc), si, PA_CHUNK_PAGES - si, &edge_scav);
 		for (size_t c = sc + 1; c < ec; c++)
 			scav += chunk_alloc_range(chunk_at(h, c), 0, PA_CHUNK_PAGES);
-		scav += chunk_alloc_range(chunk_at(h, ec), 0, ei + 1);
+		clash |= chunk_mark_used(chunk_at(h, ec), 0, ei + 1, &edge_scav);
 	}
-	update(h, addr, npages, 1);
+	scav += edge_scav;
+	update(h, addr, npages, 1, clash == 0);
 	h->inuse_pages += npages;
 	h->scav_pages -= scav;
 	check_limit(h);
@@ -661,15 +765,16 @@ void pageheap_free_locked(struct pa_pageheap *h, uintptr_t addr, size_t npages)
 	unsigned si = page_in_chunk(addr), ei = page_in_chunk(limit - 1);
 	if (addr < h->hint)
 		h->hint = addr;
+	uint64_t clash;
 	if (sc == ec) {
-		chunk_free_range(chunk_at(h, sc), si, ei + 1 - si);
+		clash = chunk_mark_free(chunk_at(h, sc), si, ei + 1 - si);
 	} else {
-		chunk_free_range(chunk_at(h, sc), si, PA_CHUNK_PAGES - si);
+		clash = chunk_mark_free(chunk_at(h, sc), si, PA_CHUNK_PAGES - si);
 		for (size_t c = sc + 1; c < ec; c++)
 			chunk_free_range(chunk_at(h, c), 0, PA_CHUNK_PAGES);
-		chunk_free_range(chunk_at(h, ec), 0, ei + 1);
+		clash |= chunk_mark_free(chunk_at(h, ec), 0, ei + 1);
 	}
-	update(h, addr, npages, 0);
+	update(h, addr, npages, 0, clash == 0);
 	h->inuse_pages -= npages;
 	stamp_free(h, sc, ec);
 }
@@ -841,7 +946,7 @@ int pageheap_take_group_locked(struct pa_pageheap *h, uintptr_t *base, uint64_t 
 		uintptr_t gbase = PA_ALIGN_DOWN(first, 64 * PA_PAGE_SIZE);
 		bits_store(&c->alloc[w], ~(uint64_t)0);
 		c->scav[w] &= ~f;
-		update(h, gbase, 64, 1);
+		update(h, gbase, 64, 1, 0);
 		h->inuse_pages += bits_popcount(f);
 		h->scav_pages -= bits_popcount(s);
 		check_limit(h);
@@ -866,7 +971,7 @@ void pageheap_return_group_locked(struct pa_pageheap *h, uintptr_t base, uint64_
 	unsigned w = page_in_chunk(base) / 64;
 	bits_store(&c->alloc[w], c->alloc[w] & ~free);
 	c->scav[w] |= scav & free;
-	update(h, base, 64, 0);
+	update(h, base, 64, 0, 0);
 	h->inuse_pages -= bits_popcount(free);
 	h->scav_pages += bits_popcount(scav & free);
 	stamp_free(h, chunk_index(h, base), chunk_index(h, base));
@@ -968,8 +1073,9 @@ unsigned pageheap_scav_reserve_locked(struct pa_pageheap *h, size_t ci, int forc
 	}
 	*addr = chunk_base(h, ci) + (uintptr_t)start * PA_PAGE_SIZE;
 	/* Out of circulation while the lock is dropped for the madvise. */
-	unsigned scav = chunk_alloc_range(c, start, n);
-	update(h, *addr, n, 1);
+	unsigned scav = 0;
+	uint64_t clash = chunk_mark_used(c, start, n, &scav);
+	update(h, *addr, n, 1, clash == 0);
 	h->scav_pages -= scav;
 	h->releasing_pages += n;
 	*fresh = n - scav;
@@ -981,12 +1087,12 @@ void pageheap_scav_commit_locked(struct pa_pageheap *h, uintptr_t addr, unsigned
 {
 	struct pa_chunk *c = pageheap_chunk(h, addr);
 	unsigned start = page_in_chunk(addr);
-	chunk_free_range(c, start, npages);
+	uint64_t clash = chunk_mark_free(c, start, npages);
 	if (released) {
 		bits_set_range(c->scav, start, npages);
 		h->scav_pages += npages;
 	}
-	update(h, addr, npages, 0);
+	update(h, addr, npages, 0, clash == 0);
 	h->releasing_pages -= npages;
 	if (addr < h->hint)
 		h->hint = addr;

@@ -58,24 +58,48 @@ static inline pa_sum sum_free(unsigned log_pages)
 }
 
 /*
+ * Fields of a summary below level 0 without the all-free branch: such a
+ * region holds at most 2^18 pages, so its top bit is never set. (Only a
+ * level-0 entry covers 2^21 pages; every sum_merge input is a child, so
+ * one level down at least.)
+ */
+static inline unsigned sum_sub_start(pa_sum s) { return (unsigned)(s & PA_SUM_FIELD_MASK); }
+static inline unsigned sum_sub_max(pa_sum s)
+{
+	return (unsigned)((s >> PA_SUM_FIELD_BITS) & PA_SUM_FIELD_MASK);
+}
+static inline unsigned sum_sub_end(pa_sum s) { return (unsigned)(s >> (2 * PA_SUM_FIELD_BITS)); }
+
+/* sum_pack for a region below level 0 (no field can reach 2^21). */
+static inline pa_sum sum_sub_pack(unsigned start, unsigned max, unsigned end)
+{
+	return (uint64_t)start | (uint64_t)max << PA_SUM_FIELD_BITS |
+	       (uint64_t)end << (2 * PA_SUM_FIELD_BITS);
+}
+
+/*
  * Merge the summaries of n adjacent equal-sized regions (lowest address
- * first), each of 2^log_pages pages, into the summary of their union:
+ * first), each of 2^log_pages pages (log_pages <= 18, so no child has the
+ * top bit), into the summary of their union:
  *   start grows through a prefix of wholly free regions,
  *   end grows through a suffix of wholly free regions,
  *   max is the largest of the parts' maxes and every end+start seam.
+ * Written as selects rather than branches: on a fragmented heap every
+ * comparison here is a coin toss, and this runs once per tree level per
+ * allocation and free. Only the pack of the result can reach 2^21.
  */
 static inline pa_sum sum_merge(const pa_sum *sums, unsigned n, unsigned log_pages)
 {
 	const unsigned size = 1u << log_pages;
-	unsigned start = sum_start(sums[0]), max = sum_max(sums[0]), end = sum_end(sums[0]);
+	unsigned start = sum_sub_start(sums[0]), max = sum_sub_max(sums[0]);
+	unsigned end = sum_sub_end(sums[0]);
 	for (unsigned i = 1; i < n; i++) {
-		unsigned si = sum_start(sums[i]), mi = sum_max(sums[i]), ei = sum_end(sums[i]);
-		if (start == i * size)
-			start += si;
-		if (end + si > max)
-			max = end + si;
-		if (mi > max)
-			max = mi;
+		unsigned si = sum_sub_start(sums[i]), mi = sum_sub_max(sums[i]);
+		unsigned ei = sum_sub_end(sums[i]);
+		start += start == i * size ? si : 0;
+		unsigned seam = end + si;
+		max = seam > max ? seam : max;
+		max = mi > max ? mi : max;
 		end = ei == size ? end + size : ei;
 	}
 	return sum_pack(start, max, end);

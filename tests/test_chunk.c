@@ -453,6 +453,230 @@ static void test_count_alloc_and_scav_ranges(void **state)
 	TU_EQ(chunk_count_scav(&c, 511, 1), 1);
 }
 
+/* ---- incremental summaries ------------------------------------------------------- */
+
+/* A random bitmap: per word all free, all used, sparse, dense or random. */
+static void random_alloc_words(struct pa_chunk *c, uint64_t *seed)
+{
+	for (unsigned w = 0; w < PA_CHUNK_WORDS; w++) {
+		uint64_t r = tu_xorshift(seed);
+		switch (tu_xorshift(seed) % 6) {
+		case 0:
+			c->alloc[w] = 0;
+			break;
+		case 1:
+			c->alloc[w] = ~(uint64_t)0;
+			break;
+		case 2:
+			c->alloc[w] = r & tu_xorshift(seed) & tu_xorshift(seed);
+			break;
+		case 3:
+			c->alloc[w] = r | tu_xorshift(seed) | tu_xorshift(seed);
+			break;
+		case 4:
+			c->alloc[w] = (uint64_t)1 << (r % 64) | (uint64_t)1 << ((r >> 8) % 64);
+			break;
+		default:
+			c->alloc[w] = r;
+			break;
+		}
+	}
+}
+
+/* The maximal run of pages in state `u` (1 used, 0 free) around page p. */
+static void run_of(const struct pa_chunk *c, unsigned p, int u, unsigned *lo, unsigned *hi)
+{
+	*lo = p;
+	while (*lo > 0 && used(c, *lo - 1) == u)
+		(*lo)--;
+	*hi = p + 1;
+	while (*hi < PA_CHUNK_PAGES && used(c, *hi) == u)
+		(*hi)++;
+}
+
+/* Check one incremental step: mark [a, a+n) (all in state !alloc) and
+ * compare the incremental summary and run with the full rescan. */
+static void check_step(struct pa_chunk *c, unsigned a, unsigned n, int alloc, const char *what)
+{
+	pa_sum old = chunk_summarize(c), got;
+	struct chunk_run run;
+	unsigned scav = 0;
+	if (alloc) {
+		unsigned lo, hi;
+		run_of(c, a, 0, &lo, &hi);
+		TU_EQ(chunk_mark_used(c, a, n, &scav), 0);
+		got = chunk_sum_after_alloc(c, old, a, n, &run);
+		TU_EQ(run.len, hi - lo);
+		TU_EQ(run.lo, lo == 0);
+		TU_EQ(run.hi, hi == PA_CHUNK_PAGES);
+	} else {
+		TU_EQ(chunk_mark_free(c, a, n), 0);
+		got = chunk_sum_after_free(c, old, a, n, &run);
+		unsigned lo, hi;
+		run_of(c, a, 0, &lo, &hi);
+		TU_EQ(run.len, hi - lo);
+		TU_EQ(run.lo, lo == 0);
+		TU_EQ(run.hi, hi == PA_CHUNK_PAGES);
+	}
+	pa_sum want = chunk_summarize(c);
+	if (got != want)
+		fail_msg("%s %s [%u, %u): incremental %#" PRIx64 " (start %u max %u end %u), "
+			 "rescan %#" PRIx64 " (start %u max %u end %u)",
+			 what, alloc ? "alloc" : "free", a, a + n, got, sum_start(got), sum_max(got),
+			 sum_end(got), want, sum_start(want), sum_max(want), sum_end(want));
+	TU_EQ(want, tu_pack(tu_naive_chunk(c)));
+}
+
+/* Exact values: the summary and the run for hand-picked changes. */
+static void test_incremental_table(void **state)
+{
+	(void)state;
+	struct pa_chunk c;
+	struct chunk_run run;
+	unsigned scav = 0;
+
+	memset(&c, 0, sizeof(c));
+	chunk_mark_used(&c, 0, 1, &scav);
+	TU_EQ(chunk_sum_after_alloc(&c, sum_free(PA_CHUNK_PAGES_SHIFT), 0, 1, &run),
+	      triple(0, 511, 511));
+	TU_EQ(run.len, 512);
+	TU_EQ(run.lo, 1);
+	TU_EQ(run.hi, 1);
+
+	/* Page 300 of [0, 511) free: start and max cut, end unchanged (0). */
+	struct prange f1[] = {{0, 511}, {0, 0}};
+	set_only_free(&c, f1);
+	chunk_mark_used(&c, 300, 1, &scav);
+	TU_EQ(chunk_sum_after_alloc(&c, triple(511, 511, 0), 300, 1, &run), triple(300, 300, 0));
+	TU_EQ(run.len, 511);
+	TU_EQ(run.lo, 1);
+	TU_EQ(run.hi, 0);
+
+	/* Two maxima of 5: cutting one keeps max 5 (the other still stands). */
+	struct prange f2[] = {{35, 2}, {40, 5}, {100, 5}, {0, 0}};
+	set_only_free(&c, f2);
+	chunk_mark_used(&c, 42, 1, &scav);
+	TU_EQ(chunk_sum_after_alloc(&c, triple(0, 5, 0), 42, 1, &run), triple(0, 5, 0));
+	TU_EQ(run.len, 5);
+	/* Cutting the other as well drops max to the longest piece, 2. */
+	chunk_mark_used(&c, 102, 1, &scav);
+	TU_EQ(chunk_sum_after_alloc(&c, triple(0, 5, 0), 102, 1, &run), triple(0, 2, 0));
+
+	/* One of several runs of max (2) length: the rescan finds the others. */
+	chunk_mark_used(&c, 35, 1, &scav);
+	TU_EQ(chunk_sum_after_alloc(&c, triple(0, 2, 0), 35, 1, &run), triple(0, 2, 0));
+	TU_EQ(run.len, 2);
+	/* A run shorter than max: max stays, no rescan needed. */
+	chunk_mark_used(&c, 36, 1, &scav);
+	TU_EQ(chunk_sum_after_alloc(&c, triple(0, 2, 0), 36, 1, &run), triple(0, 2, 0));
+	TU_EQ(run.len, 1);
+
+	/* Freeing page 200 of a full chunk; then 201-263 across a word edge
+	 * joins it; then the rest of the top makes it the end. */
+	memset(c.alloc, 0xff, sizeof(c.alloc));
+	TU_EQ(chunk_mark_free(&c, 200, 1), 0);
+	TU_EQ(chunk_sum_after_free(&c, 0, 200, 1, &run), triple(0, 1, 0));
+	TU_EQ(run.len, 1);
+	TU_EQ(chunk_mark_free(&c, 201, 63), 0);
+	TU_EQ(chunk_sum_after_free(&c, triple(0, 1, 0), 201, 63, &run), triple(0, 64, 0));
+	TU_EQ(run.len, 64);
+	TU_EQ(run.hi, 0);
+	TU_EQ(chunk_mark_free(&c, 264, 248), 0);
+	TU_EQ(chunk_sum_after_free(&c, triple(0, 64, 0), 264, 248, &run), triple(0, 312, 312));
+	TU_EQ(run.len, 312);
+	TU_EQ(run.lo, 0);
+	TU_EQ(run.hi, 1);
+	/* And the bottom: the whole chunk is free. */
+	TU_EQ(chunk_mark_free(&c, 0, 200), 0);
+	TU_EQ(chunk_sum_after_free(&c, triple(0, 312, 312), 0, 200, &run),
+	      sum_free(PA_CHUNK_PAGES_SHIFT));
+	TU_EQ(run.len, 512);
+
+	/* The clash masks report pages already in the target state. */
+	TU_EQ(chunk_mark_free(&c, 10, 1), (uint64_t)1 << 10);
+	memset(&c, 0, sizeof(c));
+	c.scav[1] = 0xf0;
+	scav = 0;
+	TU_EQ(chunk_mark_used(&c, 62, 8, &scav), 0);
+	TU_EQ(scav, 2);
+	TU_EQ(c.scav[1], 0xc0);
+	TU_EQ(chunk_mark_used(&c, 69, 2, &scav), (uint64_t)1 << 5);
+	TU_EQ(scav, 3);
+}
+
+/* Every range ending on or next to a word edge, in chunks made of free and
+ * used runs that straddle the edges: alloc then free it back. */
+static void test_incremental_every_word_edge(void **state)
+{
+	(void)state;
+	static const struct prange layouts[][6] = {
+	    {{0, 512}, {0, 0}},
+	    {{0, 63}, {65, 62}, {128, 129}, {300, 212}, {0, 0}},
+	    {{1, 126}, {129, 255}, {386, 125}, {0, 0}},
+	    {{0, 64}, {127, 3}, {191, 130}, {448, 64}, {0, 0}},
+	};
+	struct pa_chunk c;
+	unsigned edges[3 * (PA_CHUNK_WORDS + 1)], ne = 0;
+	for (unsigned w = 0; w <= PA_CHUNK_WORDS; w++)
+		for (int d = -1; d <= 1; d++)
+			if ((int)(w * 64) + d >= 0 && (int)(w * 64) + d <= (int)PA_CHUNK_PAGES)
+				edges[ne++] = (unsigned)((int)(w * 64) + d);
+	for (size_t k = 0; k < sizeof(layouts) / sizeof(layouts[0]); k++) {
+		for (unsigned x = 0; x < ne; x++) {
+			for (unsigned y = x + 1; y < ne; y++) {
+				unsigned a = edges[x], b = edges[y], lo, hi;
+				set_only_free(&c, layouts[k]);
+				if (used(&c, a))
+					continue;
+				run_of(&c, a, 0, &lo, &hi);
+				if (b > hi)
+					continue;
+				check_step(&c, a, b - a, 1, "edge");
+				check_step(&c, a, b - a, 0, "edge");
+			}
+		}
+	}
+}
+
+/* Random chunks: allocate a random piece of a random free run (often
+ * touching its ends), free a random piece of a random used run; 10^5
+ * steps, each checked against the rescan. */
+static void test_incremental_matches_rescan_on_random_chunks(void **state)
+{
+	(void)state;
+	uint64_t seed = 0x6a09e667f3bcc908ull;
+	struct pa_chunk c;
+	memset(&c, 0, sizeof(c));
+	for (unsigned iter = 0; iter < 2000; iter++) {
+		random_alloc_words(&c, &seed);
+		for (unsigned step = 0; step < 50; step++) {
+			unsigned p = (unsigned)(tu_xorshift(&seed) % PA_CHUNK_PAGES), lo, hi;
+			int alloc = !used(&c, p);
+			run_of(&c, p, !alloc, &lo, &hi);
+			unsigned a, b;
+			switch (tu_xorshift(&seed) % 4) {
+			case 0: /* the whole run */
+				a = lo;
+				b = hi;
+				break;
+			case 1: /* from its start */
+				a = lo;
+				b = lo + 1 + (unsigned)(tu_xorshift(&seed) % (hi - lo));
+				break;
+			case 2: /* to its end */
+				a = hi - 1 - (unsigned)(tu_xorshift(&seed) % (hi - lo));
+				b = hi;
+				break;
+			default: /* somewhere inside */
+				a = lo + (unsigned)(tu_xorshift(&seed) % (hi - lo));
+				b = a + 1 + (unsigned)(tu_xorshift(&seed) % (hi - a));
+				break;
+			}
+			check_step(&c, a, b - a, alloc, "random");
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -467,6 +691,9 @@ int main(void)
 	    TU_TEST(test_alloc_range_whole_chunk_all_released),
 	    TU_TEST(test_alloc_range_across_several_words_ending_at_511),
 	    TU_TEST(test_count_alloc_and_scav_ranges),
+	    TU_TEST(test_incremental_table),
+	    TU_TEST(test_incremental_every_word_edge),
+	    TU_TEST(test_incremental_matches_rescan_on_random_chunks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
