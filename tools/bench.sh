@@ -5,12 +5,15 @@
 #   pageheap.txt    bench_pageheap     page heap alone, empty and 50%-fragmented
 #                                      heaps of 1, 16 and 256 GiB (issue 2)
 #   pagecache.txt   bench_pagecache    per-CPU caches vs none, 1-16 threads (issue 3)
+#   scaling.txt     bench_pagecache's cached pair at 1, 2 and 16 threads, in 5
+#                   separate runs, with each run's ratios (2 vs 1, 16 vs 2) and
+#                   the medians of those ratios
 #   scavenger.txt   scav-bench         release throughput and CPU share (issue 4)
 #   callgrind.txt   instructions per operation of the page heap's and the
 #                   caches' 1-page paths (repeatable, unlike the times)
 #   machine.txt     date, nproc, CPU model, kernel, compiler, commit
 #
-# Builds build/ (RelWithDebInfo: -O2 -g) first. Takes about 8 minutes on 2 cores.
+# Builds build/ (RelWithDebInfo: -O2 -g) first. Takes about 11 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +40,29 @@ build/bench_pageheap "${gb[@]}" >"$out/pageheap.txt" 2>&1
 
 echo "bench: per-CPU caches -> $out/pagecache.txt"
 build/bench_pagecache "${gb[@]}" >"$out/pagecache.txt" 2>&1
+
+echo "bench: thread scaling -> $out/scaling.txt"
+# The threads' shares of 2 cores move a lot from run to run on a shared
+# machine, so the ratios are taken inside each run and their median kept.
+for run in 1 2 3 4 5; do
+	build/bench_pagecache --benchmark_filter='pair/rseq/real_time/threads:(1|2|16)$' "${gb[@]}" 2>&1 |
+		awk -v run="$run" '/_median/ {
+			for (i = 1; i <= NF; i++)
+				if ($i ~ /^wall_items_per_second=/) {
+					v = substr($i, 23); m = 1
+					if (v ~ /M$/) m = 1e6; else if (v ~ /k$/) m = 1e3
+					sub(/[Mk]$/, "", v); w[++n] = v * m
+				}
+		}
+		END { printf "run %d: 1 thread %.1f M/s, 2 threads %.1f M/s, 16 threads %.1f M/s; 2/1 = %.2f, 16/2 = %.2f\n",
+			run, w[1] / 1e6, w[2] / 1e6, w[3] / 1e6, w[2] / w[1], w[3] / w[2] }'
+done >"$out/scaling.txt"
+awk -F'[=,]' '{ a[NR] = $(NF - 2) + 0; b[NR] = $NF + 0 }
+	function med(x, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (x[j] < x[i]) { t = x[i]; x[i] = x[j]; x[j] = t }
+		return x[int((n + 1) / 2)] }
+	END { printf "median of ratios: 2/1 = %.2f, 16/2 = %.2f\n", med(a, NR), med(b, NR) }' \
+	"$out/scaling.txt" >>"$out/scaling.txt"
+cat "$out/scaling.txt"
 
 echo "bench: scavenger -> $out/scavenger.txt"
 build/scav-bench --mib 1024 --reps 5 >"$out/scavenger.txt" 2>&1
