@@ -20,6 +20,11 @@
 //                  Time/iteration is per batch; ns_per_op is per allocation.
 //   free1/<mode>   free alone, the mirror image: 48 timed frees of pages
 //                  allocated untimed just before.
+//   free_elsewhere/<mode>
+//                  48 timed frees of pages taken straight from the heap,
+//                  so outside every cache's group: the per-CPU free queue
+//                  (drained to the heap 15 at a time) against one locked
+//                  heap free each (off).
 //   pair/<mode>/threads:N/real_time
 //                  alloc + immediate free of one page, N threads sharing
 //                  the set. items_per_second and Time are google-benchmark's
@@ -134,6 +139,47 @@ void BM_Free1(benchmark::State &st, const ModeSet *m)
 			a[i] = pagecache_alloc(pc, 1, nullptr);
 			if (a[i] == 0) {
 				st.SkipWithError("pagecache_alloc failed");
+				return;
+			}
+		}
+		int bad = 0;
+		auto t0 = Clock::now();
+		for (size_t i = 0; i < kBatch; i++)
+			bad |= pagecache_free(pc, a[i], 1);
+		auto t1 = Clock::now();
+		double s = std::chrono::duration<double>(t1 - t0).count();
+		ns += s * 1e9;
+		st.SetIterationTime(s);
+		if (bad) {
+			st.SkipWithError("pagecache_free failed");
+			return;
+		}
+	}
+	double ops = double(st.iterations()) * kBatch;
+	st.SetItemsProcessed(int64_t(ops));
+	st.counters["ns_per_op"] = ns / ops;
+	sp.report(st, pc, ops);
+	st.SetLabel(m->label);
+}
+
+// Frees of pages outside the CPU's group (a malloc frees spans another CPU
+// allocated): 48 pages taken straight from the heap (untimed, so they are in
+// no cache's group), then freed timed through the set. With caches they go
+// to the CPU's free queue and reach the heap 15 at a time under one lock
+// acquisition; with caches off each free takes the heap lock itself.
+void BM_FreeElsewhere(benchmark::State &st, const ModeSet *m)
+{
+	pa_pagecache_set *pc = m->set;
+	uintptr_t a[kBatch];
+	double ns = 0;
+	SlowPaths sp;
+	isolate(m);
+	sp.start(pc);
+	for (auto _ : st) {
+		for (size_t i = 0; i < kBatch; i++) {
+			a[i] = bpc_heap_alloc(g_heap, 1);
+			if (a[i] == 0) {
+				st.SkipWithError("pageheap_alloc failed");
 				return;
 			}
 		}
@@ -272,6 +318,11 @@ int main(int argc, char **argv)
 	for (ModeSet &m : g_modes)
 		benchmark::RegisterBenchmark(
 		    (std::string("free1/") + bpc_mode_name(m.want)).c_str(), BM_Free1, &m)
+		    ->UseManualTime();
+	for (ModeSet &m : g_modes)
+		benchmark::RegisterBenchmark(
+		    (std::string("free_elsewhere/") + bpc_mode_name(m.want)).c_str(),
+		    BM_FreeElsewhere, &m)
 		    ->UseManualTime();
 	for (ModeSet &m : g_modes)
 		benchmark::RegisterBenchmark((std::string("pair/") + bpc_mode_name(m.want)).c_str(),

@@ -27,6 +27,11 @@ struct pa_pageheap *bpc_heap_create(void)
 	return h;
 }
 
+uintptr_t bpc_heap_alloc(struct pa_pageheap *h, size_t npages)
+{
+	return pageheap_alloc(h, npages, NULL);
+}
+
 void bpc_heap_destroy(struct pa_pageheap *h)
 {
 	if (h != NULL) {

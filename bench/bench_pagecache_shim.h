@@ -41,6 +41,8 @@ const char *bpc_mode_name(int mode);
 /* glibc's __rseq_size (0: no rseq registration) and __rseq_offset. */
 unsigned bpc_rseq_size(void);
 long bpc_rseq_offset(void);
+/* pageheap_alloc(h, npages, NULL): pages outside every cache's group. */
+uintptr_t bpc_heap_alloc(struct pa_pageheap *h, size_t npages);
 /* pageheap_verify; 0 when consistent. */
 size_t bpc_heap_verify(struct pa_pageheap *h);
 

@@ -185,13 +185,20 @@ static int heap_holds(struct pa_pageheap *h, uintptr_t gbase, uint64_t m)
 	return (__atomic_load_n(w, __ATOMIC_RELAXED) & m) == m;
 }
 
-/* Free [a, a+n) to the heap if it is a live allocation; heap lock held. */
-static enum pa_page_fault heap_free_checked_locked(struct pa_pagecache_set *pc, uintptr_t a,
-						  size_t n)
+/* Is [a, a+n) a live allocation the heap may take back? Heap lock held. */
+static enum pa_page_fault heap_check_locked(struct pa_pagecache_set *pc, uintptr_t a, size_t n)
 {
 	enum pa_page_fault f = pageheap_check_locked(pc->heap, a, n);
 	if (f == PA_PAGE_OK && free_in_a_cache(pc, a, n))
 		f = PA_PAGE_NOT_ALLOCATED;
+	return f;
+}
+
+/* Free [a, a+n) to the heap if it is a live allocation; heap lock held. */
+static enum pa_page_fault heap_free_checked_locked(struct pa_pagecache_set *pc, uintptr_t a,
+						  size_t n)
+{
+	enum pa_page_fault f = heap_check_locked(pc, a, n);
 	if (f == PA_PAGE_OK)
 		pageheap_free_locked(pc->heap, a, n);
 	return f;
@@ -205,18 +212,47 @@ enum pa_page_fault pagecache_heap_free(struct pa_pagecache_set *pc, uintptr_t a,
 	return f;
 }
 
-/* Hand queued frees to the heap; heap lock held. Bad ones go to fault(). */
+/*
+ * Hand queued frees to the heap; heap lock held. The batch is sorted by
+ * address and adjacent frees are joined, so a run of spans freed together
+ * costs the heap one free and one summary update (the amortization the
+ * design's "Prior Art" section suggests). Each entry is checked on its own
+ * first; one that overlaps an earlier good entry of the same batch is a
+ * double free. Bad entries go to fault(), in address order.
+ */
 static void drain_locked(struct pa_pagecache_set *pc, struct pa_pagecache *c)
 {
-	uint64_t n = ld(&c->nbatch);
+	uint64_t n = ld(&c->nbatch), e[PA_CACHE_BATCH];
+	if (n > PA_CACHE_BATCH)
+		n = PA_CACHE_BATCH;
+	/* Insertion sort on the address (stable: equal addresses keep queue order). */
 	for (uint64_t i = 0; i < n; i++) {
-		uint64_t e = ld(&c->batch[i]);
-		uintptr_t a = e & ~(PA_PAGE_SIZE - 1);
-		size_t np = e & (PA_PAGE_SIZE - 1);
-		enum pa_page_fault f = heap_free_checked_locked(pc, a, np);
-		if (f != PA_PAGE_OK)
-			fault(a, np, f);
+		uint64_t v = ld(&c->batch[i]), j = i;
+		for (; j > 0 && (e[j - 1] & ~(PA_PAGE_SIZE - 1)) > (v & ~(PA_PAGE_SIZE - 1)); j--)
+			e[j] = e[j - 1];
+		e[j] = v;
 	}
+	uintptr_t run = 0, run_end = 0; /* [run, run_end): good frees joined so far */
+	for (uint64_t i = 0; i < n; i++) {
+		uintptr_t a = e[i] & ~(PA_PAGE_SIZE - 1);
+		size_t np = e[i] & (PA_PAGE_SIZE - 1);
+		enum pa_page_fault f =
+		    run != 0 && a < run_end ? PA_PAGE_NOT_ALLOCATED : heap_check_locked(pc, a, np);
+		if (f != PA_PAGE_OK) {
+			fault(a, np, f);
+			continue;
+		}
+		if (run != 0 && a == run_end) {
+			run_end += np * PA_PAGE_SIZE;
+			continue;
+		}
+		if (run != 0)
+			pageheap_free_locked(pc->heap, run, (run_end - run) / PA_PAGE_SIZE);
+		run = a;
+		run_end = a + np * PA_PAGE_SIZE;
+	}
+	if (run != 0)
+		pageheap_free_locked(pc->heap, run, (run_end - run) / PA_PAGE_SIZE);
 	st(&c->nbatch, 0);
 	if (n)
 		st(&c->drains, ld(&c->drains) + 1);

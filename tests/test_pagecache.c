@@ -733,7 +733,7 @@ static void faults_found_at_once(void **state)
 
 /* Heap: [BASE, BASE+CHUNK) and [BASE+16*CHUNK, BASE+17*CHUNK); heap pages
  * 64-83 in use; the cache holds group 0 with page 0 handed out. Every free
- * is queued; the bad ones are reported, in queue order, when it drains. */
+ * is queued; the bad ones are reported, in address order, when it drains. */
 static const struct queued_case {
 	const char *edge;
 	struct run frees[3];
@@ -751,6 +751,16 @@ static const struct queued_case {
      1,
      {{PG(72), 2, PA_PAGE_NOT_ALLOCATED}},
      20 - 3 + 1},
+    {"overlapping runs, the higher one queued first: reported in address order",
+     {{PG(72), 2}, {PG(70), 3}},
+     1,
+     {{PG(72), 2, PA_PAGE_NOT_ALLOCATED}},
+     20 - 3 + 1},
+    {"a bad free between two adjacent good ones does not join them",
+     {{PG(66), 2}, {PG(100), 1}, {PG(64), 2}},
+     1,
+     {{PG(100), 1, PA_PAGE_NOT_ALLOCATED}},
+     20 - 4 + 1},
     {"a heap page never allocated",
      {{PG(100), 1}},
      1,
@@ -815,6 +825,35 @@ static void faults_in_queued_frees_reported_at_drain(void **state)
 		expect_stats(f, 0, 0, 1, 1);
 		EQ(pageheap_verify(&f->h), 0);
 	}
+}
+
+/* A drain sorts its batch and joins adjacent frees: runs queued out of
+ * order reach the heap as one free per contiguous run. */
+static void queued_adjacent_frees_reach_the_heap_as_one_run(void **state)
+{
+	struct fx *f = fx_get(state);
+	edge = "heap pages 64-83 in use; queue 66-67, 70, 64-65, 68-69, 80";
+	grow(f, BASE, 512);
+	heap_take(f, PG(64), 20);
+	EQ(alloc_pages(f, 1, NULL), PG(0));
+	static const struct run frees[] = {{PG(66), 2}, {PG(70), 1}, {PG(64), 2},
+					   {PG(68), 2}, {PG(80), 1}};
+	for (size_t i = 0; i < sizeof(frees) / sizeof(frees[0]); i++)
+		EQ(pagecache_free(&f->pc, frees[i].addr, frees[i].npages), PA_PAGE_OK);
+	EQ(f->c->nbatch, 5);
+	uint64_t heap_frees = f->h.free_count;
+	pagecache_flush_all(&f->pc);
+	/* 64-70 joined into one heap free, 80 in a second; the group's return
+	 * is the third. */
+	EQ(f->h.free_count - heap_frees, 3);
+	EQ(nfaults, 0);
+	EQ(f->c->nbatch, 0);
+	EQ(alloc_word(f, PG(64)), MASK(7, 9) | MASK(17, 3));
+	EQ(alloc_word(f, PG(0)), BIT(0));
+	EQ(f->h.hint, PG(1));
+	EQ(f->h.inuse_pages, 1 + 20 - 8);
+	expect_stats(f, 0, 0, 1, 1);
+	EQ(pageheap_verify(&f->h), 0);
 }
 
 /* A page that sits free in another CPU's group is allocated in the heap's
@@ -1266,6 +1305,7 @@ int main(int argc, char **argv)
 	    IN_MODES(faults_found_at_once),
 	    IN_MODES(faults_in_queued_frees_reported_at_drain),
 	    IN_MODES(queued_free_of_a_page_free_in_another_cache),
+	    IN_MODES(queued_adjacent_frees_reach_the_heap_as_one_run),
 	    cmocka_unit_test_prestate_setup_teardown(cache_off_goes_straight_to_the_heap, fx_setup,
 	                                             fx_teardown, &mode_off),
 	    cmocka_unit_test(rseq_tunable_off_falls_back_to_locked),
