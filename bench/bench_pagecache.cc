@@ -96,22 +96,44 @@ struct SlowPaths {
 	}
 };
 
+// The bookkeeping of a benchmark that times batches of kBatch operations by
+// hand: isolates the mode's set, sums the timed spans, reports ns_per_op,
+// items and slow-path counts.
+struct BatchTimer {
+	const ModeSet *m;
+	double ns = 0;
+	SlowPaths sp;
+	explicit BatchTimer(const ModeSet *mode) : m(mode)
+	{
+		isolate(m);
+		sp.start(m->set);
+	}
+	void record(benchmark::State &st, Clock::time_point t0, Clock::time_point t1)
+	{
+		double s = std::chrono::duration<double>(t1 - t0).count();
+		ns += s * 1e9;
+		st.SetIterationTime(s);
+	}
+	void finish(benchmark::State &st)
+	{
+		double ops = double(st.iterations()) * kBatch;
+		st.SetItemsProcessed(int64_t(ops));
+		st.counters["ns_per_op"] = ns / ops;
+		sp.report(st, m->set, ops);
+		st.SetLabel(m->label);
+	}
+};
+
 void BM_Alloc1(benchmark::State &st, const ModeSet *m)
 {
 	pa_pagecache_set *pc = m->set;
 	uintptr_t a[kBatch];
-	double ns = 0;
-	SlowPaths sp;
-	isolate(m);
-	sp.start(pc);
+	BatchTimer bt(m);
 	for (auto _ : st) {
 		auto t0 = Clock::now();
 		for (size_t i = 0; i < kBatch; i++)
 			a[i] = pagecache_alloc(pc, 1, nullptr);
-		auto t1 = Clock::now();
-		double s = std::chrono::duration<double>(t1 - t0).count();
-		ns += s * 1e9;
-		st.SetIterationTime(s);
+		bt.record(st, t0, Clock::now());
 		for (size_t i = 0; i < kBatch; i++) {
 			if (a[i] == 0 || pagecache_free(pc, a[i], 1) != 0) {
 				st.SkipWithError("pagecache_alloc/free failed");
@@ -119,26 +141,24 @@ void BM_Alloc1(benchmark::State &st, const ModeSet *m)
 			}
 		}
 	}
-	double ops = double(st.iterations()) * kBatch;
-	st.SetItemsProcessed(int64_t(ops));
-	st.counters["ns_per_op"] = ns / ops;
-	sp.report(st, pc, ops);
-	st.SetLabel(m->label);
+	bt.finish(st);
 }
 
-void BM_Free1(benchmark::State &st, const ModeSet *m)
+// 48 timed frees of pages allocated untimed just before: through the set
+// (free1: they sit in the CPU's group) or straight from the heap
+// (free_elsewhere: in no cache's group; with caches they go to the CPU's free
+// queue and reach the heap 15 at a time under one lock acquisition, with
+// caches off each free takes the heap lock itself).
+void timed_frees(benchmark::State &st, const ModeSet *m, bool from_heap)
 {
 	pa_pagecache_set *pc = m->set;
 	uintptr_t a[kBatch];
-	double ns = 0;
-	SlowPaths sp;
-	isolate(m);
-	sp.start(pc);
+	BatchTimer bt(m);
 	for (auto _ : st) {
 		for (size_t i = 0; i < kBatch; i++) {
-			a[i] = pagecache_alloc(pc, 1, nullptr);
+			a[i] = from_heap ? bpc_heap_alloc(g_heap, 1) : pagecache_alloc(pc, 1, nullptr);
 			if (a[i] == 0) {
-				st.SkipWithError("pagecache_alloc failed");
+				st.SkipWithError("allocation failed");
 				return;
 			}
 		}
@@ -146,62 +166,17 @@ void BM_Free1(benchmark::State &st, const ModeSet *m)
 		auto t0 = Clock::now();
 		for (size_t i = 0; i < kBatch; i++)
 			bad |= pagecache_free(pc, a[i], 1);
-		auto t1 = Clock::now();
-		double s = std::chrono::duration<double>(t1 - t0).count();
-		ns += s * 1e9;
-		st.SetIterationTime(s);
+		bt.record(st, t0, Clock::now());
 		if (bad) {
 			st.SkipWithError("pagecache_free failed");
 			return;
 		}
 	}
-	double ops = double(st.iterations()) * kBatch;
-	st.SetItemsProcessed(int64_t(ops));
-	st.counters["ns_per_op"] = ns / ops;
-	sp.report(st, pc, ops);
-	st.SetLabel(m->label);
+	bt.finish(st);
 }
 
-// Frees of pages outside the CPU's group (a malloc frees spans another CPU
-// allocated): 48 pages taken straight from the heap (untimed, so they are in
-// no cache's group), then freed timed through the set. With caches they go
-// to the CPU's free queue and reach the heap 15 at a time under one lock
-// acquisition; with caches off each free takes the heap lock itself.
-void BM_FreeElsewhere(benchmark::State &st, const ModeSet *m)
-{
-	pa_pagecache_set *pc = m->set;
-	uintptr_t a[kBatch];
-	double ns = 0;
-	SlowPaths sp;
-	isolate(m);
-	sp.start(pc);
-	for (auto _ : st) {
-		for (size_t i = 0; i < kBatch; i++) {
-			a[i] = bpc_heap_alloc(g_heap, 1);
-			if (a[i] == 0) {
-				st.SkipWithError("pageheap_alloc failed");
-				return;
-			}
-		}
-		int bad = 0;
-		auto t0 = Clock::now();
-		for (size_t i = 0; i < kBatch; i++)
-			bad |= pagecache_free(pc, a[i], 1);
-		auto t1 = Clock::now();
-		double s = std::chrono::duration<double>(t1 - t0).count();
-		ns += s * 1e9;
-		st.SetIterationTime(s);
-		if (bad) {
-			st.SkipWithError("pagecache_free failed");
-			return;
-		}
-	}
-	double ops = double(st.iterations()) * kBatch;
-	st.SetItemsProcessed(int64_t(ops));
-	st.counters["ns_per_op"] = ns / ops;
-	sp.report(st, pc, ops);
-	st.SetLabel(m->label);
-}
+void BM_Free1(benchmark::State &st, const ModeSet *m) { timed_frees(st, m, false); }
+void BM_FreeElsewhere(benchmark::State &st, const ModeSet *m) { timed_frees(st, m, true); }
 
 // Aggregate throughput over the wall clock of the whole parallel region.
 // google-benchmark's real_time with threads is the mean of the threads' own
@@ -324,22 +299,16 @@ int main(int argc, char **argv)
 		    (std::string("free_elsewhere/") + bpc_mode_name(m.want)).c_str(),
 		    BM_FreeElsewhere, &m)
 		    ->UseManualTime();
+	// 1, 2, 4, 8 and 16 threads, on the wall clock.
+	auto threaded = [](benchmark::internal::Benchmark *b) {
+		for (int t = 1; t <= 16; t *= 2)
+			b->Threads(t);
+		b->UseRealTime();
+	};
 	for (ModeSet &m : g_modes)
-		benchmark::RegisterBenchmark((std::string("pair/") + bpc_mode_name(m.want)).c_str(),
-					     BM_Pair, &m)
-		    ->Threads(1)
-		    ->Threads(2)
-		    ->Threads(4)
-		    ->Threads(8)
-		    ->Threads(16)
-		    ->UseRealTime();
-	benchmark::RegisterBenchmark("spin_control", BM_Spin)
-	    ->Threads(1)
-	    ->Threads(2)
-	    ->Threads(4)
-	    ->Threads(8)
-	    ->Threads(16)
-	    ->UseRealTime();
+		threaded(benchmark::RegisterBenchmark(
+		    (std::string("pair/") + bpc_mode_name(m.want)).c_str(), BM_Pair, &m));
+	threaded(benchmark::RegisterBenchmark("spin_control", BM_Spin));
 	benchmark::RegisterBenchmark("clock_now", BM_ClockNow);
 
 	benchmark::RunSpecifiedBenchmarks();

@@ -134,23 +134,33 @@ aborted:
 #define RSEQ_SLOT_FREE 16
 #define RSEQ_SLOT_SCAV 24
 
+/*
+ * The opening of a slot sequence (rseq_take_lowest, rseq_give_back): status
+ * 1 (cannot serve) unless the body clears it, arm, then inside the sequence
+ * index this CPU's slot into rax and leave (to 2, status 1) if the CPU id is
+ * out of range (an unregistered -1 compares above any count) or the slot is
+ * owned (gen odd). Operands it names: st, rs, n, stride, slots, gen.
+ */
+#define RSEQ_SLOT_ENTER \
+	RSEQ_DESCRIBE \
+	"movl $1, %[st]\n\t" \
+	RSEQ_ARM \
+	"1:\n\t" \
+	"movl 4(%[rs]), %%eax\n\t" \
+	"cmpl %[n], %%eax\n\t" \
+	"jae 2f\n\t" \
+	"imulq %[stride], %%rax\n\t" \
+	"addq %[slots], %%rax\n\t" \
+	"testb $1, %c[gen](%%rax)\n\t" \
+	"jnz 2f\n\t"
+
 static inline int rseq_take_lowest(struct rseq *rs, void *slots, uint64_t stride,
 				   uint32_t nslots, uint64_t *index, uint64_t *base, uint64_t *scav)
 {
 	int status;
 	uint64_t idx, b, sc;
 	__asm__ volatile(
-	    RSEQ_DESCRIBE
-	    "movl $1, %[st]\n\t"
-	    RSEQ_ARM
-	    "1:\n\t"
-	    "movl 4(%[rs]), %%eax\n\t" /* rs->cpu_id; -1 compares above */
-	    "cmpl %[n], %%eax\n\t"
-	    "jae 2f\n\t"
-	    "imulq %[stride], %%rax\n\t"
-	    "addq %[slots], %%rax\n\t"
-	    "testb $1, %c[gen](%%rax)\n\t"
-	    "jnz 2f\n\t"
+	    RSEQ_SLOT_ENTER
 	    "movq %c[free](%%rax), %%rdx\n\t"
 	    "testq %%rdx, %%rdx\n\t"
 	    "jz 2f\n\t"
@@ -191,17 +201,7 @@ static inline int rseq_give_back(struct rseq *rs, void *slots, uint64_t stride, 
 {
 	int status;
 	__asm__ volatile(
-	    RSEQ_DESCRIBE
-	    "movl $1, %[st]\n\t"
-	    RSEQ_ARM
-	    "1:\n\t"
-	    "movl 4(%[rs]), %%eax\n\t"
-	    "cmpl %[n], %%eax\n\t"
-	    "jae 2f\n\t"
-	    "imulq %[stride], %%rax\n\t"
-	    "addq %[slots], %%rax\n\t"
-	    "testb $1, %c[gen](%%rax)\n\t"
-	    "jnz 2f\n\t"
+	    RSEQ_SLOT_ENTER
 	    "cmpq %[group], %c[base](%%rax)\n\t"
 	    "jne 2f\n\t"
 	    "movq %c[free](%%rax), %%rdx\n\t"
