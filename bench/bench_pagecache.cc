@@ -53,7 +53,8 @@
 
 #include "bench_pagecache_shim.h"
 
-namespace {
+namespace
+{
 
 using Clock = std::chrono::steady_clock;
 
@@ -156,7 +157,8 @@ void timed_frees(benchmark::State &st, const ModeSet *m, bool from_heap)
 	BatchTimer bt(m);
 	for (auto _ : st) {
 		for (size_t i = 0; i < kBatch; i++) {
-			a[i] = from_heap ? bpc_heap_alloc(g_heap, 1) : pagecache_alloc(pc, 1, nullptr);
+			a[i] =
+			    from_heap ? bpc_heap_alloc(g_heap, 1) : pagecache_alloc(pc, 1, nullptr);
 			if (a[i] == 0) {
 				st.SkipWithError("allocation failed");
 				return;
@@ -175,8 +177,14 @@ void timed_frees(benchmark::State &st, const ModeSet *m, bool from_heap)
 	bt.finish(st);
 }
 
-void BM_Free1(benchmark::State &st, const ModeSet *m) { timed_frees(st, m, false); }
-void BM_FreeElsewhere(benchmark::State &st, const ModeSet *m) { timed_frees(st, m, true); }
+void BM_Free1(benchmark::State &st, const ModeSet *m)
+{
+	timed_frees(st, m, false);
+}
+void BM_FreeElsewhere(benchmark::State &st, const ModeSet *m)
+{
+	timed_frees(st, m, true);
+}
 
 // Aggregate throughput over the wall clock of the whole parallel region.
 // google-benchmark's real_time with threads is the mean of the threads' own
@@ -270,21 +278,22 @@ int main(int argc, char **argv)
 		m.set = bpc_set_create(g_heap, m.want);
 		if (m.set == nullptr) {
 			std::fprintf(stderr, "bench_pagecache: pagecache_init(%s) failed\n",
-				     bpc_mode_name(m.want));
+			             bpc_mode_name(m.want));
 			return 1;
 		}
 		int got = bpc_set_mode(m.set);
 		m.label = std::string("mode=") + bpc_mode_name(got);
 		if (got != m.want)
 			m.label += std::string(" (") + bpc_mode_name(m.want) + " unavailable)";
-		std::fprintf(stderr, "bench_pagecache: wanted %s, selected %s (%u per-CPU caches)\n",
-			     bpc_mode_name(m.want), bpc_mode_name(got), bpc_set_ncpus(m.set));
+		std::fprintf(stderr,
+		             "bench_pagecache: wanted %s, selected %s (%u per-CPU caches)\n",
+		             bpc_mode_name(m.want), bpc_mode_name(got), bpc_set_ncpus(m.set));
 		benchmark::AddCustomContext(std::string("pagecache_") + bpc_mode_name(m.want),
-					    m.label.substr(5));
+		                            m.label.substr(5));
 	}
 	benchmark::AddCustomContext("glibc___rseq_size", std::to_string(bpc_rseq_size()));
 	benchmark::AddCustomContext("hardware_concurrency",
-				    std::to_string(std::thread::hardware_concurrency()));
+	                            std::to_string(std::thread::hardware_concurrency()));
 
 	for (ModeSet &m : g_modes)
 		benchmark::RegisterBenchmark(
@@ -320,7 +329,7 @@ int main(int argc, char **argv)
 	}
 	if (size_t bad = bpc_heap_verify(g_heap)) {
 		std::fprintf(stderr, "bench_pagecache: heap inconsistent after the run (%zu)\n",
-			     bad);
+		             bad);
 		rc = 1;
 	}
 	bpc_heap_destroy(g_heap);

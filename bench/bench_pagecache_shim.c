@@ -12,10 +12,10 @@
 #include "pageheap.h"
 
 _Static_assert((int)BPC_OFF == (int)PA_CACHE_OFF && (int)BPC_LOCKED == (int)PA_CACHE_LOCKED &&
-		   (int)BPC_RSEQ == (int)PA_CACHE_RSEQ,
-	       "shim mode numbers match enum pa_cache_mode");
+                   (int)BPC_RSEQ == (int)PA_CACHE_RSEQ,
+               "shim mode numbers match enum pa_cache_mode");
 _Static_assert(sizeof(enum pa_page_fault) == sizeof(int) && PA_PAGE_OK == 0,
-	       "pagecache_free's result is returned as an int");
+               "pagecache_free's result is returned as an int");
 
 struct pa_pageheap *bpc_heap_create(void)
 {
@@ -58,9 +58,18 @@ void bpc_set_destroy(struct pa_pagecache_set *pc)
 	}
 }
 
-int bpc_set_mode(const struct pa_pagecache_set *pc) { return (int)pc->mode; }
-unsigned bpc_set_ncpus(const struct pa_pagecache_set *pc) { return pc->ncpus; }
-void bpc_set_flush(struct pa_pagecache_set *pc) { pagecache_flush_all(pc); }
+int bpc_set_mode(const struct pa_pagecache_set *pc)
+{
+	return (int)pc->mode;
+}
+unsigned bpc_set_ncpus(const struct pa_pagecache_set *pc)
+{
+	return pc->ncpus;
+}
+void bpc_set_flush(struct pa_pagecache_set *pc)
+{
+	pagecache_flush_all(pc);
+}
 
 void bpc_set_counts(const struct pa_pagecache_set *pc, uint64_t *refills, uint64_t *drains)
 {
@@ -73,13 +82,25 @@ void bpc_set_counts(const struct pa_pagecache_set *pc, uint64_t *refills, uint64
 const char *bpc_mode_name(int mode)
 {
 	switch (mode) {
-	case PA_CACHE_OFF: return "off";
-	case PA_CACHE_LOCKED: return "locked";
-	case PA_CACHE_RSEQ: return "rseq";
+	case PA_CACHE_OFF:
+		return "off";
+	case PA_CACHE_LOCKED:
+		return "locked";
+	case PA_CACHE_RSEQ:
+		return "rseq";
 	}
 	return "?";
 }
 
-unsigned bpc_rseq_size(void) { return __rseq_size; }
-long bpc_rseq_offset(void) { return (long)__rseq_offset; }
-size_t bpc_heap_verify(struct pa_pageheap *h) { return pageheap_verify(h); }
+unsigned bpc_rseq_size(void)
+{
+	return __rseq_size;
+}
+long bpc_rseq_offset(void)
+{
+	return (long)__rseq_offset;
+}
+size_t bpc_heap_verify(struct pa_pageheap *h)
+{
+	return pageheap_verify(h);
+}

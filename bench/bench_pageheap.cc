@@ -49,7 +49,8 @@
 
 #include "bench_pageheap_shim.h"
 
-namespace {
+namespace
+{
 
 constexpr uint64_t kSeed = 0x2019;
 constexpr size_t kBatch = 4096; // 16 chunks' worth of free pages at 50% occupancy
@@ -73,11 +74,12 @@ Heap &heap(int64_t gib, int state)
 	if (h == nullptr)
 		std::exit(1);
 	size_t bad = bph_heap_verify(h);
-	std::fprintf(stderr, "# built %s heap of %lld GiB: %zu of %llu pages in use, hint +%#llx, "
-			     "verify: %zu errors\n",
-		     kStateName[state], (long long)gib, bph_inuse_pages(h),
-		     (unsigned long long)(uint64_t(gib) << 30) / BPH_PAGE_SIZE,
-		     (unsigned long long)(bph_hint(h) - BPH_BASE), bad);
+	std::fprintf(stderr,
+	             "# built %s heap of %lld GiB: %zu of %llu pages in use, hint +%#llx, "
+	             "verify: %zu errors\n",
+	             kStateName[state], (long long)gib, bph_inuse_pages(h),
+	             (unsigned long long)(uint64_t(gib) << 30) / BPH_PAGE_SIZE,
+	             (unsigned long long)(bph_hint(h) - BPH_BASE), bad);
 	if (bad != 0)
 		std::exit(1);
 	return g_heaps.emplace(key, Heap{h, bph_fingerprint(h)}).first->second;
@@ -85,7 +87,7 @@ Heap &heap(int64_t gib, int state)
 
 // Free buf[from, n) (npages each).
 void release(pa_pageheap *h, const std::vector<uintptr_t> &buf, size_t from, size_t n,
-	     size_t npages)
+             size_t npages)
 {
 	for (size_t i = from; i < n; i++)
 		pageheap_free(h, buf[i], npages);
@@ -160,8 +162,14 @@ void BM_AllocFree(benchmark::State &st, int state, size_t npages)
 	finish(st, hp, failed);
 }
 
-void BM_AllocFree1(benchmark::State &st, int state) { BM_AllocFree(st, state, 1); }
-void BM_AllocFreeN(benchmark::State &st, int state) { BM_AllocFree(st, state, size_t(st.range(1))); }
+void BM_AllocFree1(benchmark::State &st, int state)
+{
+	BM_AllocFree(st, state, 1);
+}
+void BM_AllocFreeN(benchmark::State &st, int state)
+{
+	BM_AllocFree(st, state, size_t(st.range(1)));
+}
 
 constexpr int64_t kSizesGiB[] = {1, 16, 256};
 
@@ -177,7 +185,7 @@ void register_n(int state, std::initializer_list<int64_t> pages)
 {
 	std::string full = std::string("AllocFreeN/") + kStateName[state];
 	auto *b = benchmark::RegisterBenchmark(full.c_str(), BM_AllocFreeN, state)
-			  ->ArgNames({"GiB", "pages"});
+	              ->ArgNames({"GiB", "pages"});
 	for (int64_t n : pages)
 		for (int64_t gib : kSizesGiB)
 			b->Args({gib, n});
@@ -205,8 +213,9 @@ int main(int argc, char **argv)
 	for (auto &kv : g_heaps) {
 		size_t bad = bph_heap_verify(kv.second.h);
 		if (bad != 0 || bph_fingerprint(kv.second.h) != kv.second.fingerprint) {
-			std::fprintf(stderr, "# %s heap of %lld GiB: %zu verify errors or changed state\n",
-				     kStateName[kv.first.second], (long long)kv.first.first, bad);
+			std::fprintf(stderr,
+			             "# %s heap of %lld GiB: %zu verify errors or changed state\n",
+			             kStateName[kv.first.second], (long long)kv.first.first, bad);
 			status = 1;
 		}
 		bph_heap_destroy(kv.second.h);

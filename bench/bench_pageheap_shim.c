@@ -14,7 +14,7 @@
 
 _Static_assert(BPH_PAGE_SIZE == PA_PAGE_SIZE, "shim page size matches layout.h");
 _Static_assert(BPH_BASE % ((uintptr_t)1 << PA_LEVEL_SHIFT(0)) == 0,
-	       "the fake heap starts on a level-0 boundary");
+               "the fake heap starts on a level-0 boundary");
 
 static uint64_t splitmix64(uint64_t *s)
 {
@@ -36,7 +36,8 @@ static void free_random_half(struct pa_pageheap *h, size_t npages, uint64_t seed
 				continue;
 			}
 			if (run != 0)
-				pageheap_free_locked(h, BPH_BASE + (p + b - run) * PA_PAGE_SIZE, run);
+				pageheap_free_locked(h, BPH_BASE + (p + b - run) * PA_PAGE_SIZE,
+				                     run);
 			run = 0;
 		}
 	}
@@ -50,8 +51,9 @@ struct pa_pageheap *bph_heap_create(uint64_t bytes, int state, uint64_t seed)
 	size_t npages = bytes / PA_PAGE_SIZE;
 	struct pa_pageheap *h = calloc(1, sizeof(*h));
 	if (h == NULL || bytes % PA_CHUNK_SIZE != 0) {
-		fprintf(stderr, "bph_heap_create: %llu bytes: not a multiple of 4 MiB, or no memory\n",
-			(unsigned long long)bytes);
+		fprintf(stderr,
+		        "bph_heap_create: %llu bytes: not a multiple of 4 MiB, or no memory\n",
+		        (unsigned long long)bytes);
 		free(h);
 		return NULL;
 	}
@@ -62,10 +64,10 @@ struct pa_pageheap *bph_heap_create(uint64_t bytes, int state, uint64_t seed)
 	}
 	if (pageheap_grow_range(h, BPH_BASE, npages) != 0) {
 		fprintf(stderr,
-			"bph_heap_create: pageheap_grow_range(%#llx, %zu pages): %s (window %#llx, "
-			"2^%u bytes)\n",
-			(unsigned long long)BPH_BASE, npages, strerror(errno),
-			(unsigned long long)h->window_base, h->window_bits);
+		        "bph_heap_create: pageheap_grow_range(%#llx, %zu pages): %s (window %#llx, "
+		        "2^%u bytes)\n",
+		        (unsigned long long)BPH_BASE, npages, strerror(errno),
+		        (unsigned long long)h->window_base, h->window_bits);
 		bph_heap_destroy(h);
 		return NULL;
 	}
@@ -80,7 +82,7 @@ struct pa_pageheap *bph_heap_create(uint64_t bytes, int state, uint64_t seed)
 	lock_release(&h->lock);
 	if (all != BPH_BASE) {
 		fprintf(stderr, "bph_heap_create: allocating the whole heap returned %#llx\n",
-			(unsigned long long)all);
+		        (unsigned long long)all);
 		bph_heap_destroy(h);
 		return NULL;
 	}
@@ -95,16 +97,26 @@ void bph_heap_destroy(struct pa_pageheap *h)
 	}
 }
 
-size_t bph_heap_verify(struct pa_pageheap *h) { return pageheap_verify(h); }
-size_t bph_inuse_pages(struct pa_pageheap *h) { return h->inuse_pages; }
-uintptr_t bph_hint(struct pa_pageheap *h) { return h->hint; }
+size_t bph_heap_verify(struct pa_pageheap *h)
+{
+	return pageheap_verify(h);
+}
+size_t bph_inuse_pages(struct pa_pageheap *h)
+{
+	return h->inuse_pages;
+}
+uintptr_t bph_hint(struct pa_pageheap *h)
+{
+	return h->hint;
+}
 
 uint64_t bph_fingerprint(struct pa_pageheap *h)
 {
 	uint64_t x = 0xcbf29ce484222325u; /* FNV-1a over 64-bit words */
 	lock_acquire(&h->lock);
 	for (size_t r = 0; r < h->ranges.n; r++) {
-		for (uintptr_t a = h->ranges.v[r].base; a < h->ranges.v[r].limit; a += PA_CHUNK_SIZE) {
+		for (uintptr_t a = h->ranges.v[r].base; a < h->ranges.v[r].limit;
+		     a += PA_CHUNK_SIZE) {
 			const struct pa_chunk *c = pageheap_chunk(h, a);
 			for (unsigned w = 0; w < PA_CHUNK_WORDS; w++)
 				x = (x ^ c->alloc[w]) * 0x100000001b3u;

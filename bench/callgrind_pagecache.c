@@ -46,10 +46,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s rseq|locked|off N [--emulate-rseq]\n", argv[0]);
 		return 2;
 	}
-	enum pa_cache_mode want = strcmp(argv[1], "rseq") == 0	   ? PA_CACHE_RSEQ
-				  : strcmp(argv[1], "locked") == 0 ? PA_CACHE_LOCKED
-				  : strcmp(argv[1], "off") == 0	   ? PA_CACHE_OFF
-								   : (enum pa_cache_mode)-1;
+	enum pa_cache_mode want = strcmp(argv[1], "rseq") == 0     ? PA_CACHE_RSEQ
+	                          : strcmp(argv[1], "locked") == 0 ? PA_CACHE_LOCKED
+	                          : strcmp(argv[1], "off") == 0    ? PA_CACHE_OFF
+	                                                           : (enum pa_cache_mode) - 1;
 	if ((int)want < 0) {
 		fprintf(stderr, "unknown mode %s\n", argv[1]);
 		return 2;
@@ -66,9 +66,10 @@ int main(int argc, char **argv)
 	const char *how = "";
 	if (emulate) {
 		if (want != PA_CACHE_RSEQ || pc.mode == PA_CACHE_RSEQ || __rseq_size != 0) {
-			fprintf(stderr, "--emulate-rseq: only for rseq mode where rseq is "
-					"unregistered (__rseq_size %u, mode %s)\n",
-				__rseq_size, mode_name(pc.mode));
+			fprintf(stderr,
+			        "--emulate-rseq: only for rseq mode where rseq is "
+			        "unregistered (__rseq_size %u, mode %s)\n",
+			        __rseq_size, mode_name(pc.mode));
 			return 2;
 		}
 #if PA_HAVE_RSEQ_COMMIT
@@ -82,8 +83,9 @@ int main(int argc, char **argv)
 		return 2;
 #endif
 	}
-	fprintf(stderr, "callgrind_pagecache: wanted %s, selected %s%s; __rseq_size %u; %lu pairs\n",
-		mode_name(want), mode_name(pc.mode), how, __rseq_size, n);
+	fprintf(stderr,
+	        "callgrind_pagecache: wanted %s, selected %s%s; __rseq_size %u; %lu pairs\n",
+	        mode_name(want), mode_name(pc.mode), how, __rseq_size, n);
 
 	for (unsigned long i = 0; i < n; i++) {
 		uintptr_t a = pagecache_alloc(&pc, 1, NULL);
@@ -95,7 +97,7 @@ int main(int argc, char **argv)
 	struct pa_pagecache_stats s;
 	pagecache_stats(&pc, &s);
 	fprintf(stderr, "callgrind_pagecache: refills %llu drains %llu\n",
-		(unsigned long long)s.refills, (unsigned long long)s.drains);
+	        (unsigned long long)s.refills, (unsigned long long)s.drains);
 	pagecache_destroy(&pc);
 	if (pageheap_verify(&h) != 0)
 		return 1;

@@ -42,38 +42,38 @@ void pa_pages_free(void *p, size_t npages);
 /* What the heap looks like, in bytes unless said otherwise. A snapshot taken
  * under the page heap lock: consistent with itself at one instant. */
 struct pa_stats {
-	size_t heap_reserved;  /* address space reserved from the OS for heap pages */
-	size_t heap_mapped;    /* part of it that is heap: committed, usable pages */
-	size_t heap_inuse;     /* pages allocated (includes pages held in caches) */
-	size_t heap_free;      /* heap_mapped - heap_inuse */
-	size_t heap_released;  /* free pages given back to the OS (not resident) */
-	size_t metadata;       /* committed bitmap and summary metadata */
+	size_t heap_reserved;    /* address space reserved from the OS for heap pages */
+	size_t heap_mapped;      /* part of it that is heap: committed, usable pages */
+	size_t heap_inuse;       /* pages allocated (includes pages held in caches) */
+	size_t heap_free;        /* heap_mapped - heap_inuse */
+	size_t heap_released;    /* free pages given back to the OS (not resident) */
+	size_t metadata;         /* committed bitmap and summary metadata */
 	size_t summary_reserved; /* PROT_NONE address space for the summary tree */
-	uintptr_t window_base; /* the address window the heap may occupy */
+	uintptr_t window_base;   /* the address window the heap may occupy */
 	size_t window_bytes;
-	int window_fallback;   /* 1: the full 48-bit reservation was refused */
-	size_t heap_ranges;    /* discontiguous address ranges the heap spans */
-	uint64_t grow_count;   /* times the heap grew */
-	uint64_t grow_failures;/* growths the OS refused */
+	int window_fallback;    /* 1: the full 48-bit reservation was refused */
+	size_t heap_ranges;     /* discontiguous address ranges the heap spans */
+	uint64_t grow_count;    /* times the heap grew */
+	uint64_t grow_failures; /* growths the OS refused */
 	/* Per-CPU page caches. Their pages are inside heap_inuse: cache_free
 	 * is what they hold ready to hand out, cache_queued what was freed and
 	 * waits to go back to the heap. Read without stopping the caches: each
 	 * field is sane, their sum is approximate; pa_cache_flush() first for an
 	 * exact picture. */
-	int cache_mode;        /* 0 off, 1 per-CPU locks, 2 restartable sequences */
-	unsigned cache_cpus;   /* CPU ids that have a cache */
+	int cache_mode;      /* 0 off, 1 per-CPU locks, 2 restartable sequences */
+	unsigned cache_cpus; /* CPU ids that have a cache */
 	size_t cache_free;
 	size_t cache_queued;
-	uint64_t cache_refills;/* groups of 64 pages taken from the heap */
-	uint64_t cache_drains; /* batches of queued frees given back */
+	uint64_t cache_refills; /* groups of 64 pages taken from the heap */
+	uint64_t cache_drains;  /* batches of queued frees given back */
 	/* The scavenger: giving free pages back to the OS. */
-	int scavenger_running; /* the background thread is alive */
-	uint64_t released_total; /* bytes released over the process's life */
-	uint64_t release_calls;  /* madvise calls that did it */
+	int scavenger_running;     /* the background thread is alive */
+	uint64_t released_total;   /* bytes released over the process's life */
+	uint64_t release_calls;    /* madvise calls that did it */
 	uint64_t scavenger_cpu_ns; /* CPU time the background thread used */
-	size_t memory_limit;     /* 0: none */
-	uint64_t limit_overruns; /* allocations that left resident memory over the
-				  * limit with nothing free left to release */
+	size_t memory_limit;       /* 0: none */
+	uint64_t limit_overruns;   /* allocations that left resident memory over the
+	                            * limit with nothing free left to release */
 };
 
 /* Fill *out with the default heap's counters. Returns 0, or -1 (EINVAL) for NULL. */

@@ -16,9 +16,18 @@
 
 #include <stdint.h>
 
-static inline unsigned bits_ctz(uint64_t x) { return x ? (unsigned)__builtin_ctzll(x) : 64u; }
-static inline unsigned bits_clz(uint64_t x) { return x ? (unsigned)__builtin_clzll(x) : 64u; }
-static inline unsigned bits_popcount(uint64_t x) { return (unsigned)__builtin_popcountll(x); }
+static inline unsigned bits_ctz(uint64_t x)
+{
+	return x ? (unsigned)__builtin_ctzll(x) : 64u;
+}
+static inline unsigned bits_clz(uint64_t x)
+{
+	return x ? (unsigned)__builtin_clzll(x) : 64u;
+}
+static inline unsigned bits_popcount(uint64_t x)
+{
+	return (unsigned)__builtin_popcountll(x);
+}
 
 /* Mask of n bits starting at bit `start`; start + n <= 64, n may be 64. */
 static inline uint64_t bits_mask(unsigned start, unsigned n)
@@ -73,7 +82,10 @@ static inline unsigned bits_max_run(uint64_t y)
 	return len;
 }
 
-static inline void bits_store(uint64_t *w, uint64_t v) { __atomic_store_n(w, v, __ATOMIC_RELAXED); }
+static inline void bits_store(uint64_t *w, uint64_t v)
+{
+	__atomic_store_n(w, v, __ATOMIC_RELAXED);
+}
 
 /* Set bits [start, start+n) of a multi-word bitmap. */
 static inline void bits_set_range(uint64_t *w, unsigned start, unsigned n)

@@ -22,7 +22,7 @@ static unsigned inner_max(uint64_t x, unsigned most)
 {
 	x >>= bits_ctz(x) & 63; /* drop the free bottom; the free top stays as zeros */
 	if ((x & (x + 1)) == 0)
-		return most; /* no free page below the highest used one */
+		return most;      /* no free page below the highest used one */
 	unsigned p = most, k = 1; /* p: shrink still owed; k: shortest used run */
 	for (;;) {
 		while (p > 0) {
@@ -92,7 +92,7 @@ static unsigned find1(const struct pa_chunk *c, unsigned search_idx)
 
 /* npages <= 64: a run inside one word, or the top of one word plus the bottom of the next. */
 static unsigned find_small(const struct pa_chunk *c, unsigned npages, unsigned search_idx,
-			   unsigned *first_free)
+                           unsigned *first_free)
 {
 	unsigned end = 0; /* free pages at the top of the previous word */
 	for (unsigned i = search_idx / 64; i < PA_CHUNK_WORDS; i++) {
@@ -116,7 +116,7 @@ static unsigned find_small(const struct pa_chunk *c, unsigned npages, unsigned s
 
 /* npages > 64: the run must cross at least one word boundary. */
 static unsigned find_large(const struct pa_chunk *c, unsigned npages, unsigned search_idx,
-			   unsigned *first_free)
+                           unsigned *first_free)
 {
 	unsigned start = 0, size = 0;
 	for (unsigned i = search_idx / 64; i < PA_CHUNK_WORDS; i++) {
@@ -146,7 +146,7 @@ static unsigned find_large(const struct pa_chunk *c, unsigned npages, unsigned s
 }
 
 unsigned chunk_find(const struct pa_chunk *c, unsigned npages, unsigned search_idx,
-		    unsigned *first_free)
+                    unsigned *first_free)
 {
 	*first_free = CHUNK_NOT_FOUND;
 	if (npages == 1) {
@@ -177,14 +177,15 @@ unsigned chunk_count_scav(const struct pa_chunk *c, unsigned start, unsigned n)
 }
 
 unsigned chunk_scav_candidate(const struct pa_chunk *c, int force, unsigned hp_pages,
-			      unsigned max_pages, unsigned *start)
+                              unsigned max_pages, unsigned *start)
 {
 	/* Huge pages must tile the chunk in whole words; otherwise plain runs. */
 	if (hp_pages >= 64 && hp_pages <= PA_CHUNK_PAGES && !force) {
 		const unsigned words = hp_pages / 64;
 		for (int hp = (int)(PA_CHUNK_WORDS / words) - 1; hp >= 0; hp--) {
 			uint64_t used = 0, todo = 0;
-			for (unsigned w = (unsigned)hp * words; w < ((unsigned)hp + 1) * words; w++) {
+			for (unsigned w = (unsigned)hp * words; w < ((unsigned)hp + 1) * words;
+			     w++) {
 				used |= c->alloc[w];
 				todo |= ~c->alloc[w] & ~c->scav[w];
 			}

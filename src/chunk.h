@@ -43,7 +43,7 @@ pa_sum chunk_summarize(const struct pa_chunk *c);
  * search_idx (CHUNK_NOT_FOUND if none): the chunk's new search position.
  */
 unsigned chunk_find(const struct pa_chunk *c, unsigned npages, unsigned search_idx,
-		    unsigned *first_free);
+                    unsigned *first_free);
 
 /* Mark [start, start+n) in use; clear their scav bits; return how many were scavenged. */
 unsigned chunk_alloc_range(struct pa_chunk *c, unsigned start, unsigned n);
@@ -60,7 +60,7 @@ static inline void chunk_free_range(struct pa_chunk *c, unsigned start, unsigned
  * explicit release) takes any free run.
  */
 unsigned chunk_scav_candidate(const struct pa_chunk *c, int force, unsigned hp_pages,
-			      unsigned max_pages, unsigned *start);
+                              unsigned max_pages, unsigned *start);
 
 /* Number of in-use pages in [start, start+n). */
 unsigned chunk_count_alloc(const struct pa_chunk *c, unsigned start, unsigned n);
@@ -83,7 +83,7 @@ static inline void chunk_free_range(struct pa_chunk *c, unsigned start, unsigned
  * popcount is a libcall without -mpopcnt, so it runs only on released pages.
  */
 static inline uint64_t chunk_mark_used(struct pa_chunk *c, unsigned start, unsigned n,
-				       unsigned *scav)
+                                       unsigned *scav)
 {
 	uint64_t clash = 0;
 	while (n > 0) {
@@ -177,18 +177,18 @@ struct chunk_run {
 /* The free run around [start, lim): the pages of that range plus the free
  * pages next to it. */
 static inline struct chunk_run chunk_run_around(const struct pa_chunk *c, unsigned start,
-						unsigned lim)
+                                                unsigned lim)
 {
 	unsigned below = chunk_free_below(c, start), above = chunk_free_from(c, lim);
 	struct chunk_run r = {below + (lim - start) + above, below == start,
-			      above == PA_CHUNK_PAGES - lim};
+	                      above == PA_CHUNK_PAGES - lim};
 	return r;
 }
 
 /* The summary of c now that [start, start+n), wholly free under summary
  * old, has been marked in use; *run receives the free run that held it. */
 static inline pa_sum chunk_sum_after_alloc(const struct pa_chunk *c, pa_sum old, unsigned start,
-					   unsigned n, struct chunk_run *run)
+                                           unsigned n, struct chunk_run *run)
 {
 	unsigned os = sum_sub_start(old), om = sum_sub_max(old), oe = sum_sub_end(old);
 	unsigned lim = start + n;
@@ -205,7 +205,7 @@ static inline pa_sum chunk_sum_after_alloc(const struct pa_chunk *c, pa_sum old,
 /* The summary of c now that [start, start+n), wholly in use under summary
  * old, has been marked free; *run receives the free run now holding it. */
 static inline pa_sum chunk_sum_after_free(const struct pa_chunk *c, pa_sum old, unsigned start,
-					  unsigned n, struct chunk_run *run)
+                                          unsigned n, struct chunk_run *run)
 {
 	*run = chunk_run_around(c, start, start + n);
 	unsigned om = sum_sub_max(old);

@@ -47,8 +47,10 @@ static const char *const cache_modes[] = {"off", "locked", "on", NULL};
 static const char *const on_off[] = {"off", "on", NULL};
 static const char *const release_modes[] = {"dontneed", "free", NULL};
 
-#define KEY(name, type, min, max, names, expect) \
-	{#name, type, offsetof(struct pa_config, name), min, max, names, expect}
+#define KEY(name, type, min, max, names, expect)                                                   \
+	{                                                                                          \
+#name, type, offsetof(struct pa_config, name), min, max, names, expect             \
+	}
 static const struct conf_key conf_keys[] = {
     KEY(arena_size, CONF_SIZE, PA_CHUNK_SIZE, 0, NULL, "a size of at least 4M such as 64M or 1G"),
     KEY(percpu_cache, CONF_ENUM, 0, 0, cache_modes, "on, off or locked"),
@@ -100,12 +102,23 @@ int config_parse_size(const char *s, size_t len, size_t *out)
 	unsigned shift = 0;
 	if (i < len) {
 		switch (s[i] | 0x20) {
-		case 'k': shift = 10; break;
-		case 'm': shift = 20; break;
-		case 'g': shift = 30; break;
-		case 't': shift = 40; break;
-		case 'b': shift = 0; break;
-		default: return -1;
+		case 'k':
+			shift = 10;
+			break;
+		case 'm':
+			shift = 20;
+			break;
+		case 'g':
+			shift = 30;
+			break;
+		case 't':
+			shift = 40;
+			break;
+		case 'b':
+			shift = 0;
+			break;
+		default:
+			return -1;
 		}
 		if ((s[i] | 0x20) != 'b')
 			i++;
@@ -121,8 +134,7 @@ int config_parse_size(const char *s, size_t len, size_t *out)
 	return 0;
 }
 
-static void warn(const char *source, const char *what, const char *s, size_t n,
-		 const char *tail)
+static void warn(const char *source, const char *what, const char *s, size_t n, const char *tail)
 {
 	struct pa_msg m;
 	msg_begin(&m);
@@ -138,7 +150,7 @@ static void warn(const char *source, const char *what, const char *s, size_t n,
 
 /* Apply key[klen] = value[vlen]; 0 or -1 (warned). */
 static int apply_one(const char *key, size_t klen, const char *value, size_t vlen,
-		     const char *source)
+                     const char *source)
 {
 	const struct conf_key *k = NULL;
 	for (size_t i = 0; i < sizeof(conf_keys) / sizeof(conf_keys[0]); i++)
@@ -185,7 +197,7 @@ int config_apply(const char *conf, const char *source)
 			warn(source, "entry without '=':", p, len, " ignored");
 			refused++;
 		} else if (apply_one(p, (size_t)(eq - p), eq + 1, len - (size_t)(eq - p) - 1,
-				     source) != 0) {
+		                     source) != 0) {
 			refused++;
 		}
 		p = end ? end + 1 : NULL;

@@ -13,12 +13,12 @@
 #include <stddef.h>
 
 struct pa_config {
-	size_t arena_size;     /* address space reserved per heap growth */
-	size_t percpu_cache;   /* enum pa_cache_mode wanted: off, locked, on (rseq) */
-	size_t scavenger;      /* 0 off, 1 on: the background scavenger thread */
+	size_t arena_size;        /* address space reserved per heap growth */
+	size_t percpu_cache;      /* enum pa_cache_mode wanted: off, locked, on (rseq) */
+	size_t scavenger;         /* 0 off, 1 on: the background scavenger thread */
 	size_t scavenge_percent;  /* its CPU share, 1..100 (% of one core) */
-	size_t release;        /* 0 MADV_DONTNEED, 1 MADV_FREE */
-	size_t memory_limit;   /* bytes, 0: none */
+	size_t release;           /* 0 MADV_DONTNEED, 1 MADV_FREE */
+	size_t memory_limit;      /* bytes, 0: none */
 	size_t scavenge_delay_ms; /* free this long before background release */
 };
 

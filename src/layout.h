@@ -32,11 +32,10 @@
 #define PA_SUM_LEVELS 5u
 #define PA_SUM_LEVEL_BITS 3u
 #define PA_SUM_FANOUT (1u << PA_SUM_LEVEL_BITS)
-#define PA_SUM_L0_BITS \
-	(PA_ADDR_BITS - PA_CHUNK_SHIFT - (PA_SUM_LEVELS - 1u) * PA_SUM_LEVEL_BITS)
+#define PA_SUM_L0_BITS (PA_ADDR_BITS - PA_CHUNK_SHIFT - (PA_SUM_LEVELS - 1u) * PA_SUM_LEVEL_BITS)
 
 /* log2 of the pages one entry of level l summarizes (21 at level 0, 9 at the leaves). */
-#define PA_LEVEL_LOG_PAGES(l) \
+#define PA_LEVEL_LOG_PAGES(l)                                                                      \
 	(PA_CHUNK_PAGES_SHIFT + (PA_SUM_LEVELS - 1u - (l)) * PA_SUM_LEVEL_BITS)
 /* log2 of the bytes one entry of level l covers (34 at level 0, 22 at the leaves). */
 #define PA_LEVEL_SHIFT(l) (PA_LEVEL_LOG_PAGES(l) + PA_PAGE_SHIFT)

@@ -19,4 +19,7 @@ void lock_slow(pa_lock *l)
 		os_futex_wait(&l->state, 2);
 }
 
-void lock_wake(pa_lock *l) { os_futex_wake(&l->state, 1); }
+void lock_wake(pa_lock *l)
+{
+	os_futex_wake(&l->state, 1);
+}

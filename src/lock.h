@@ -14,18 +14,24 @@ typedef struct {
 	uint32_t state;
 } pa_lock;
 
-#define PA_LOCK_INIT {0}
+#define PA_LOCK_INIT                                                                               \
+	{                                                                                          \
+		0                                                                                  \
+	}
 
 void lock_slow(pa_lock *l);
 void lock_wake(pa_lock *l);
 
-static inline void lock_init(pa_lock *l) { __atomic_store_n(&l->state, 0, __ATOMIC_RELAXED); }
+static inline void lock_init(pa_lock *l)
+{
+	__atomic_store_n(&l->state, 0, __ATOMIC_RELAXED);
+}
 
 static inline int lock_try(pa_lock *l)
 {
 	uint32_t expected = 0;
 	return __atomic_compare_exchange_n(&l->state, &expected, 1, 0, __ATOMIC_ACQUIRE,
-					   __ATOMIC_RELAXED);
+	                                   __ATOMIC_RELAXED);
 }
 
 static inline void lock_acquire(pa_lock *l)

@@ -18,7 +18,10 @@ void msg_strn(struct pa_msg *m, const char *s, size_t n)
 		m->buf[m->len++] = s[i];
 }
 
-void msg_str(struct pa_msg *m, const char *s) { msg_strn(m, s, (size_t)-1); }
+void msg_str(struct pa_msg *m, const char *s)
+{
+	msg_strn(m, s, (size_t)-1);
+}
 
 void msg_hex(struct pa_msg *m, uintptr_t v)
 {

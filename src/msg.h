@@ -19,8 +19,8 @@ struct pa_msg {
 void msg_begin(struct pa_msg *m);
 void msg_str(struct pa_msg *m, const char *s);
 void msg_strn(struct pa_msg *m, const char *s, size_t n);
-void msg_hex(struct pa_msg *m, uintptr_t v);  /* 0x... */
-void msg_uint(struct pa_msg *m, uint64_t v);  /* decimal */
-void msg_end(struct pa_msg *m);               /* newline + write */
+void msg_hex(struct pa_msg *m, uintptr_t v); /* 0x... */
+void msg_uint(struct pa_msg *m, uint64_t v); /* decimal */
+void msg_end(struct pa_msg *m);              /* newline + write */
 
 #endif

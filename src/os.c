@@ -16,12 +16,12 @@
 #include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
-#include <string.h>
-#include <time.h>
 #include <signal.h>
+#include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef MAP_FIXED_NOREPLACE
@@ -44,7 +44,7 @@ size_t os_page_size(void)
 static void *reserve_exact(size_t size, uintptr_t hint, int flags)
 {
 	void *p = mmap((void *)hint, size, PROT_NONE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | flags, -1, 0);
+	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | flags, -1, 0);
 	return p == MAP_FAILED ? NULL : p;
 }
 
@@ -125,7 +125,10 @@ _Noreturn void os_abort(void)
 	_exit(134);
 }
 
-int os_getcpu(void) { return sched_getcpu(); }
+int os_getcpu(void)
+{
+	return sched_getcpu();
+}
 
 /* Read a small sysfs file into buf (NUL-terminated); length or -1. */
 static ssize_t read_small_file(const char *path, char *buf, size_t cap)
@@ -169,19 +172,22 @@ unsigned os_possible_cpus(void)
 int os_rseq_fence_register(void)
 {
 	return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ, 0, 0) == 0
-		   ? 0
-		   : -1;
+	           ? 0
+	           : -1;
 }
 
 int os_rseq_fence(int cpu)
 {
 	return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED_RSEQ,
-		       MEMBARRIER_CMD_FLAG_CPU, cpu) == 0
-		   ? 0
-		   : -1;
+	               MEMBARRIER_CMD_FLAG_CPU, cpu) == 0
+	           ? 0
+	           : -1;
 }
 
-void os_yield(void) { sched_yield(); }
+void os_yield(void)
+{
+	sched_yield();
+}
 
 int os_release(void *addr, size_t size, int lazy)
 {
@@ -197,7 +203,7 @@ size_t os_thp_bytes(void)
 	    strstr(buf, "[always]") == NULL)
 		return 0;
 	if (read_small_file("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", buf,
-			    sizeof(buf)) <= 0)
+	                    sizeof(buf)) <= 0)
 		return (size_t)2 << 20;
 	size_t v = 0;
 	for (const char *p = buf; *p >= '0' && *p <= '9'; p++)
@@ -212,14 +218,20 @@ static uint64_t clock_ns(clockid_t id)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-uint64_t os_now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+uint64_t os_now_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
+}
 
-uint64_t os_thread_cpu_ns(void) { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
+uint64_t os_thread_cpu_ns(void)
+{
+	return clock_ns(CLOCK_THREAD_CPUTIME_ID);
+}
 
 void os_futex_wait_ns(uint32_t *word, uint32_t val, uint64_t ns)
 {
 	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
-			      .tv_nsec = (long)(ns % 1000000000u)};
+	                      .tv_nsec = (long)(ns % 1000000000u)};
 	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
 }
 

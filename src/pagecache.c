@@ -19,11 +19,16 @@
 #define GROUP_PAGES 64u
 #define GROUP_BYTES ((uintptr_t)GROUP_PAGES * PA_PAGE_SIZE)
 
-void (*pagecache_fault_hook)(uintptr_t addr, size_t npages,
-			     enum pa_page_fault f) = NULL;
+void (*pagecache_fault_hook)(uintptr_t addr, size_t npages, enum pa_page_fault f) = NULL;
 
-static inline uint64_t ld(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
-static inline void st(uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+static inline uint64_t ld(const uint64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+static inline void st(uint64_t *p, uint64_t v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
 
 static void fault(uintptr_t addr, size_t npages, enum pa_page_fault f)
 {
@@ -35,8 +40,7 @@ static void fault(uintptr_t addr, size_t npages, enum pa_page_fault f)
 
 /* ---- setup -------------------------------------------------------------- */
 
-int pagecache_init(struct pa_pagecache_set *pc, struct pa_pageheap *heap,
-		   enum pa_cache_mode mode)
+int pagecache_init(struct pa_pagecache_set *pc, struct pa_pageheap *heap, enum pa_cache_mode mode)
 {
 	memset(pc, 0, sizeof(*pc));
 	pc->heap = heap;
@@ -68,7 +72,8 @@ void pagecache_destroy(struct pa_pagecache_set *pc)
 {
 	if (pc->cpus != NULL) {
 		pagecache_flush_all(pc);
-		os_unmap(pc->cpus, PA_ALIGN_UP(pc->ncpus * sizeof(struct pa_pagecache), os_page_size()));
+		os_unmap(pc->cpus,
+		         PA_ALIGN_UP(pc->ncpus * sizeof(struct pa_pagecache), os_page_size()));
 	}
 	memset(pc, 0, sizeof(*pc));
 }
@@ -89,7 +94,7 @@ static uint64_t cache_own(struct pa_pagecache_set *pc, int cpu)
 	for (unsigned spins = 0;; spins++) {
 		uint64_t g = __atomic_load_n(&c->gen, __ATOMIC_RELAXED);
 		if (!(g & 1) && __atomic_compare_exchange_n(&c->gen, &g, g + 1, 0, __ATOMIC_ACQUIRE,
-							    __ATOMIC_RELAXED)) {
+		                                            __ATOMIC_RELAXED)) {
 			/* A sequence on that CPU that read the old gen may still
 			 * commit unless we run there or fence it. */
 			if (pc->mode == PA_CACHE_RSEQ && rseq_cpu(rseq_area()) != cpu)
@@ -160,7 +165,7 @@ static int free_in_a_cache(struct pa_pagecache_set *pc, uintptr_t a, size_t n)
 			continue;
 		uintptr_t lo = a > g ? a : g, hi = end < g + GROUP_BYTES ? end : g + GROUP_BYTES;
 		uint64_t m = bits_mask((unsigned)((lo - g) / PA_PAGE_SIZE),
-				       (unsigned)((hi - lo) / PA_PAGE_SIZE));
+		                       (unsigned)((hi - lo) / PA_PAGE_SIZE));
 		unsigned first = owner == OWNER_SHARED ? 0 : owner - 1;
 		unsigned last = owner == OWNER_SHARED ? pc->ncpus : owner;
 		for (unsigned cpu = first; cpu < last; cpu++) {
@@ -196,7 +201,7 @@ static enum pa_page_fault heap_check_locked(struct pa_pagecache_set *pc, uintptr
 
 /* Free [a, a+n) to the heap if it is a live allocation; heap lock held. */
 static enum pa_page_fault heap_free_checked_locked(struct pa_pagecache_set *pc, uintptr_t a,
-						  size_t n)
+                                                   size_t n)
 {
 	enum pa_page_fault f = heap_check_locked(pc, a, n);
 	if (f == PA_PAGE_OK)
@@ -373,18 +378,18 @@ static uintptr_t alloc_slow(struct pa_pagecache_set *pc, size_t npages, size_t *
 
 #if PA_HAVE_RSEQ_COMMIT
 _Static_assert(offsetof(struct pa_pagecache, gen) == RSEQ_SLOT_GEN &&
-		   offsetof(struct pa_pagecache, base) == RSEQ_SLOT_BASE &&
-		   offsetof(struct pa_pagecache, free) == RSEQ_SLOT_FREE &&
-		   offsetof(struct pa_pagecache, scav) == RSEQ_SLOT_SCAV,
-	       "rseq_take_lowest's slot layout");
+                   offsetof(struct pa_pagecache, base) == RSEQ_SLOT_BASE &&
+                   offsetof(struct pa_pagecache, free) == RSEQ_SLOT_FREE &&
+                   offsetof(struct pa_pagecache, scav) == RSEQ_SLOT_SCAV,
+               "rseq_take_lowest's slot layout");
 
 /* One page: the whole read-modify-write inside one sequence (rseq.h). */
 static inline __attribute__((always_inline)) uintptr_t alloc1_try(struct pa_pagecache_set *pc,
-								   size_t *scav)
+                                                                  size_t *scav)
 {
 	uint64_t i, base, s;
-	int r = rseq_take_lowest(rseq_area(), pc->cpus, sizeof(struct pa_pagecache), pc->ncpus,
-				 &i, &base, &s);
+	int r = rseq_take_lowest(rseq_area(), pc->cpus, sizeof(struct pa_pagecache), pc->ncpus, &i,
+	                         &base, &s);
 	if (__builtin_expect(r != 0, 0))
 		return r > 0 ? FAST_FALLBACK : FAST_RETRY;
 	if (scav != NULL)
@@ -392,7 +397,8 @@ static inline __attribute__((always_inline)) uintptr_t alloc1_try(struct pa_page
 	return base + (uintptr_t)i * PA_PAGE_SIZE;
 }
 
-static inline __attribute__((always_inline)) uintptr_t alloc_try(struct pa_pagecache_set *pc, size_t npages, size_t *scav)
+static inline __attribute__((always_inline)) uintptr_t alloc_try(struct pa_pagecache_set *pc,
+                                                                 size_t npages, size_t *scav)
 {
 	struct rseq *rs = rseq_area();
 	uint32_t cpu = (uint32_t)rseq_cpu(rs); /* negative (unknown) becomes huge */
@@ -418,13 +424,14 @@ static inline __attribute__((always_inline)) uintptr_t alloc_try(struct pa_pagec
 /* Everything but the first attempt: retries, then the owned slow path, or
  * the heap itself when caches are off. Out of line so that the fast path
  * stays a leaf with no stack frame. */
-static __attribute__((noinline)) uintptr_t alloc_rest(struct pa_pagecache_set *pc,
-						      size_t npages, size_t *scav)
+static __attribute__((noinline)) uintptr_t alloc_rest(struct pa_pagecache_set *pc, size_t npages,
+                                                      size_t *scav)
 {
 #if PA_HAVE_RSEQ_COMMIT
 	if (pc->mode == PA_CACHE_RSEQ) {
 		for (int tries = 0; tries < 3; tries++) {
-			uintptr_t a = npages == 1 ? alloc1_try(pc, scav) : alloc_try(pc, npages, scav);
+			uintptr_t a =
+			    npages == 1 ? alloc1_try(pc, scav) : alloc_try(pc, npages, scav);
 			if (a == FAST_FALLBACK)
 				break;
 			if (a != FAST_RETRY)
@@ -440,7 +447,7 @@ static __attribute__((noinline)) uintptr_t alloc_rest(struct pa_pagecache_set *p
 /* The first attempt for 2 or more pages, out of line too: its find-run loop
  * and ten-register commit would otherwise give the 1-page path a frame. */
 static __attribute__((noinline)) uintptr_t alloc_n(struct pa_pagecache_set *pc, size_t npages,
-						   size_t *scav)
+                                                   size_t *scav)
 {
 #if PA_HAVE_RSEQ_COMMIT
 	if (pc->mode == PA_CACHE_RSEQ) {
@@ -512,7 +519,8 @@ static enum pa_page_fault free_slow(struct pa_pagecache_set *pc, uintptr_t addr,
  * Returns PA_PAGE_OK, PA_PAGE_NOT_ALLOCATED (a double free seen on a stable
  * snapshot), FREE_FALLBACK or FREE_RETRY as alloc_try.
  */
-static inline __attribute__((always_inline)) int free_try(struct pa_pagecache_set *pc, uintptr_t addr, size_t npages)
+static inline __attribute__((always_inline)) int free_try(struct pa_pagecache_set *pc,
+                                                          uintptr_t addr, size_t npages)
 {
 	struct rseq *rs = rseq_area();
 	uint32_t cpu = (uint32_t)rseq_cpu(rs);
@@ -538,7 +546,7 @@ static inline __attribute__((always_inline)) int free_try(struct pa_pagecache_se
 		/* The scav store is harmless if we abort: bits of pages not
 		 * free in the cache mean nothing. */
 		if (rseq_commit(rs, cpu, &c->gen, g, &c->free, free, &c->scav, s, s & ~m,
-				free | m) == 0)
+		                free | m) == 0)
 			return PA_PAGE_OK;
 		return FREE_RETRY;
 	}
@@ -547,15 +555,15 @@ static inline __attribute__((always_inline)) int free_try(struct pa_pagecache_se
 		return FREE_FALLBACK;
 	/* A slot past nbatch is dead until the commit. */
 	if (rseq_commit(rs, cpu, &c->gen, g, &c->nbatch, n, &c->batch[n], ld(&c->batch[n]),
-			addr | npages, n + 1) == 0)
+	                addr | npages, n + 1) == 0)
 		return PA_PAGE_OK;
 	return FREE_RETRY;
 }
 #endif
 
 /* Everything but the first attempt, out of line as alloc_rest. */
-static __attribute__((noinline)) enum pa_page_fault
-free_rest(struct pa_pagecache_set *pc, uintptr_t addr, size_t npages)
+static __attribute__((noinline)) enum pa_page_fault free_rest(struct pa_pagecache_set *pc,
+                                                              uintptr_t addr, size_t npages)
 {
 	if (addr & (PA_PAGE_SIZE - 1))
 		return PA_PAGE_UNALIGNED;
@@ -582,8 +590,8 @@ enum pa_page_fault pagecache_free(struct pa_pagecache_set *pc, uintptr_t addr, s
 #if PA_HAVE_RSEQ_COMMIT
 	/* One test covers the mode, the alignment and 1 <= npages < 16. */
 	if (__builtin_expect(pc->mode == PA_CACHE_RSEQ && (addr & (PA_PAGE_SIZE - 1)) == 0 &&
-				 npages - 1 < PA_CACHE_MAX_PAGES - 1,
-			     1)) {
+	                         npages - 1 < PA_CACHE_MAX_PAGES - 1,
+	                     1)) {
 		uintptr_t gbase = PA_ALIGN_DOWN(addr, GROUP_BYTES);
 		unsigned idx = (unsigned)((addr - gbase) / PA_PAGE_SIZE);
 		uint64_t m = (((uint64_t)1 << npages) - 1) << idx;
@@ -593,11 +601,11 @@ enum pa_page_fault pagecache_free(struct pa_pagecache_set *pc, uintptr_t addr, s
 		 * once stored is heap, so heap_holds may read its bitmap, and
 		 * the sequence re-checks everything. Base 0 is no group. */
 		if (__builtin_expect(cpu < pc->ncpus && ld(&pc->cpus[cpu].base) == gbase &&
-					 gbase != 0 && idx + npages <= GROUP_PAGES &&
-					 heap_holds(pc->heap, gbase, m),
-				     1) &&
+		                         gbase != 0 && idx + npages <= GROUP_PAGES &&
+		                         heap_holds(pc->heap, gbase, m),
+		                     1) &&
 		    rseq_give_back(rs, pc->cpus, sizeof(struct pa_pagecache), pc->ncpus, gbase,
-				   m) == 0)
+		                   m) == 0)
 			return PA_PAGE_OK;
 	}
 #endif

@@ -49,11 +49,11 @@ enum pa_cache_mode {
 };
 
 struct pa_pagecache {
-	uint64_t gen;    /* even: idle; odd: a slow path owns the cache */
-	uint64_t base;   /* 64-page group (0: none) */
-	uint64_t free;   /* pages of the group the cache may hand out */
-	uint64_t scav;   /* of those, released to the OS (valid where free is set) */
-	uint64_t nbatch; /* queued frees */
+	uint64_t gen;                   /* even: idle; odd: a slow path owns the cache */
+	uint64_t base;                  /* 64-page group (0: none) */
+	uint64_t free;                  /* pages of the group the cache may hand out */
+	uint64_t scav;                  /* of those, released to the OS (valid where free is set) */
+	uint64_t nbatch;                /* queued frees */
 	uint64_t batch[PA_CACHE_BATCH]; /* address | npages */
 	/* statistics, written under gen or by the owning fast path */
 	uint64_t refills, drains;
@@ -62,15 +62,14 @@ struct pa_pagecache {
 struct pa_pagecache_set {
 	struct pa_pageheap *heap;
 	enum pa_cache_mode mode;
-	unsigned ncpus;               /* caches for CPU ids below this */
-	struct pa_pagecache *cpus;    /* ncpus entries, own mapping */
+	unsigned ncpus;            /* caches for CPU ids below this */
+	struct pa_pagecache *cpus; /* ncpus entries, own mapping */
 };
 
 /* Set up caches over heap. mode is the most wanted: PA_CACHE_RSEQ falls back
  * to PA_CACHE_LOCKED where rseq or its membarrier fence is unavailable.
  * 0, or -1 (ENOMEM). */
-int pagecache_init(struct pa_pagecache_set *pc, struct pa_pageheap *heap,
-		   enum pa_cache_mode mode);
+int pagecache_init(struct pa_pagecache_set *pc, struct pa_pageheap *heap, enum pa_cache_mode mode);
 /* Flush everything and unmap the caches (the heap stays). */
 void pagecache_destroy(struct pa_pagecache_set *pc);
 
@@ -101,8 +100,8 @@ void pagecache_release_all(struct pa_pagecache_set *pc);
 void pagecache_after_fork_child(struct pa_pagecache_set *pc);
 
 struct pa_pagecache_stats {
-	size_t cached_pages;  /* free pages held by caches */
-	size_t queued_pages;  /* freed pages waiting in per-CPU free queues */
+	size_t cached_pages; /* free pages held by caches */
+	size_t queued_pages; /* freed pages waiting in per-CPU free queues */
 	uint64_t refills, drains;
 };
 /* A racy but per-field sane sum over all caches. */

@@ -210,14 +210,15 @@ int pageheap_init(struct pa_pageheap *h, const struct pa_pageheap_opts *opts)
 	memset(h, 0, sizeof(*h));
 	lock_init(&h->lock);
 	h->metadata_only = opts->metadata_only;
-	h->arena_bytes = opts->arena_bytes ? PA_ALIGN_UP(opts->arena_bytes, PA_CHUNK_SIZE)
-					   : PA_ARENA_DEFAULT;
+	h->arena_bytes =
+	    opts->arena_bytes ? PA_ALIGN_UP(opts->arena_bytes, PA_CHUNK_SIZE) : PA_ARENA_DEFAULT;
 	if (opts->window_bits != 0) {
 		if (opts->window_bits < PA_WINDOW_MIN_BITS || opts->window_bits > PA_ADDR_BITS) {
 			errno = EINVAL;
 			return -1;
 		}
-		uintptr_t base = PA_ALIGN_DOWN(opts->window_base, (uintptr_t)1 << opts->window_bits);
+		uintptr_t base =
+		    PA_ALIGN_DOWN(opts->window_base, (uintptr_t)1 << opts->window_bits);
 		if (tree_reserve(h, opts->window_bits, base) != 0) {
 			errno = ENOMEM;
 			return -1;
@@ -235,7 +236,7 @@ int pageheap_init(struct pa_pageheap *h, const struct pa_pageheap_opts *opts)
 		for (; k < n; k++) {
 			uintptr_t size = (uintptr_t)1 << fallback_window_bits[k];
 			if (tree_reserve(h, fallback_window_bits[k],
-					 PA_ALIGN_DOWN((uintptr_t)probe, size)) == 0)
+			                 PA_ALIGN_DOWN((uintptr_t)probe, size)) == 0)
 				break;
 		}
 		if (k == n) {
@@ -254,8 +255,8 @@ void pageheap_destroy(struct pa_pageheap *h)
 		os_unmap((void *)h->arenas.v[i].base, h->arenas.v[i].limit - h->arenas.v[i].base);
 	for (size_t i = 0; i < h->chunks_l1_len; i++)
 		os_unmap(h->chunks[i], PA_CHUNK_L2_COUNT * sizeof(struct pa_chunk));
-	os_unmap(h->chunks, PA_ALIGN_UP(h->chunks_l1_len * sizeof(struct pa_chunk *),
-					os_page_size()));
+	os_unmap(h->chunks,
+	         PA_ALIGN_UP(h->chunks_l1_len * sizeof(struct pa_chunk *), os_page_size()));
 	os_unmap(h->ranges.v, h->ranges.cap * sizeof(struct pa_addr_range));
 	os_unmap(h->arenas.v, h->arenas.cap * sizeof(struct pa_addr_range));
 	os_unmap(h->sum_reservation, h->sum_reservation_bytes);
@@ -266,7 +267,7 @@ void pageheap_destroy(struct pa_pageheap *h)
 
 /* Entries [lo, hi) of level l that cover [base, limit). */
 static void level_span(const struct pa_pageheap *h, unsigned l, uintptr_t base, uintptr_t limit,
-		       size_t *lo, size_t *hi)
+                       size_t *lo, size_t *hi)
 {
 	*lo = level_index(h, l, base);
 	*hi = level_index(h, l, limit - 1) + 1;
@@ -274,7 +275,7 @@ static void level_span(const struct pa_pageheap *h, unsigned l, uintptr_t base, 
 
 /* Committed byte range of level l's array for heap range [base, limit). */
 static void level_commit_span(const struct pa_pageheap *h, unsigned l, uintptr_t base,
-			      uintptr_t limit, uintptr_t *from, uintptr_t *to)
+                              uintptr_t limit, uintptr_t *from, uintptr_t *to)
 {
 	if (l == 0) {
 		/* Committed whole at init: the root scan may read any of it. */
@@ -315,9 +316,8 @@ static void level_commit_span(const struct pa_pageheap *h, unsigned l, uintptr_t
  * not heap read as 0 and stop the run. So a level costs a few loads and
  * compares instead of a merge of 8 children.
  */
-static inline __attribute__((always_inline)) int update_level(struct pa_pageheap *h, unsigned l,
-								 size_t *ip, int alloc,
-								 struct chunk_run *run)
+static inline __attribute__((always_inline)) int
+update_level(struct pa_pageheap *h, unsigned l, size_t *ip, int alloc, struct chunk_run *run)
 {
 	const unsigned log_pages = PA_LEVEL_LOG_PAGES(l + 1), size = 1u << log_pages;
 	const size_t i = *ip >> PA_SUM_LEVEL_BITS;
@@ -376,12 +376,12 @@ static void update_up(struct pa_pageheap *h, size_t ci, int alloc, struct chunk_
 /* The new leaf summary of chunk ci after an exact change of pages
  * [from, from + n) of it; *run: the free run it touched. */
 static inline pa_sum leaf_after(const struct pa_pageheap *h, size_t ci, unsigned from, unsigned n,
-				int alloc, struct chunk_run *run)
+                                int alloc, struct chunk_run *run)
 {
 	const struct pa_chunk *c = chunk_at(h, ci);
 	pa_sum old = h->sum[PA_SUM_LEVELS - 1][ci];
 	return alloc ? chunk_sum_after_alloc(c, old, from, n, run)
-		     : chunk_sum_after_free(c, old, from, n, run);
+	             : chunk_sum_after_free(c, old, from, n, run);
 }
 
 /*
@@ -457,8 +457,7 @@ int pageheap_grow_range_locked(struct pa_pageheap *h, uintptr_t base, size_t npa
 	uintptr_t size = (uintptr_t)npages * PA_PAGE_SIZE, limit = base + size;
 	uintptr_t window_limit = h->window_base + ((uintptr_t)1 << h->window_bits);
 	if (npages == 0 || base == 0 || (base | size) & (PA_CHUNK_SIZE - 1) ||
-	    base < h->window_base ||
-	    limit > window_limit || limit <= base) {
+	    base < h->window_base || limit > window_limit || limit <= base) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -668,7 +667,7 @@ static uintptr_t find(struct pa_pageheap *h, size_t npages, uintptr_t *new_hint)
 	unsigned j = chunk_find(chunk_at(h, parent), (unsigned)npages, 0, &first_free);
 	if (j == CHUNK_NOT_FOUND)
 		corrupt("chunk summary promised a run its bitmap lacks", PA_SUM_LEVELS - 1, parent,
-			npages);
+		        npages);
 	uintptr_t cbase = (uintptr_t)parent << PA_CHUNK_SHIFT;
 	uintptr_t ffoff = cbase + (uintptr_t)first_free * PA_PAGE_SIZE;
 	found_free(&ff, ffoff, cbase + PA_CHUNK_SIZE - ffoff);
@@ -715,11 +714,11 @@ uintptr_t pageheap_alloc_locked(struct pa_pageheap *h, size_t npages, size_t *sc
 			if (PA_CHUNK_PAGES - pi >= npages &&
 			    sum_max(h->sum[PA_SUM_LEVELS - 1][ci]) >= npages) {
 				unsigned first_free;
-				unsigned j = chunk_find(chunk_at(h, ci), (unsigned)npages, pi,
-							&first_free);
+				unsigned j =
+				    chunk_find(chunk_at(h, ci), (unsigned)npages, pi, &first_free);
 				if (j == CHUNK_NOT_FOUND)
 					corrupt("leaf summary promised a run its bitmap lacks",
-						PA_SUM_LEVELS - 1, ci, npages);
+					        PA_SUM_LEVELS - 1, ci, npages);
 				addr = chunk_base(h, ci) + (uintptr_t)j * PA_PAGE_SIZE;
 				new_hint = chunk_base(h, ci) + (uintptr_t)first_free * PA_PAGE_SIZE;
 			} else {
@@ -786,8 +785,7 @@ void pageheap_free(struct pa_pageheap *h, uintptr_t addr, size_t npages)
 	lock_release(&h->lock);
 }
 
-enum pa_page_fault pageheap_check_locked(const struct pa_pageheap *h, uintptr_t addr,
-					 size_t npages)
+enum pa_page_fault pageheap_check_locked(const struct pa_pageheap *h, uintptr_t addr, size_t npages)
 {
 	if (npages == 0 || npages > ((uintptr_t)1 << h->window_bits) / PA_PAGE_SIZE)
 		return PA_PAGE_BAD_SIZE;
@@ -846,11 +844,13 @@ size_t pageheap_verify(struct pa_pageheap *h)
 		for (size_t c = chunk_index(h, base); c <= chunk_index(h, limit - 1); c++) {
 			const struct pa_chunk *ch = chunk_at(h, c);
 			if (h->sum[PA_SUM_LEVELS - 1][c] != chunk_summarize(ch))
-				errors = complain(errors, "leaf summary != bitmap", PA_SUM_LEVELS - 1, c);
+				errors = complain(errors, "leaf summary != bitmap",
+				                  PA_SUM_LEVELS - 1, c);
 			for (unsigned w = 0; w < PA_CHUNK_WORDS; w++) {
 				if (ch->alloc[w] & ch->scav[w])
-					errors = complain(errors, "page both allocated and scavenged",
-							  PA_SUM_LEVELS - 1, c);
+					errors =
+					    complain(errors, "page both allocated and scavenged",
+					             PA_SUM_LEVELS - 1, c);
 				inuse += bits_popcount(ch->alloc[w]);
 				scav += bits_popcount(ch->scav[w]);
 			}
@@ -858,22 +858,24 @@ size_t pageheap_verify(struct pa_pageheap *h)
 			uintptr_t cb = chunk_base(h, c);
 			if (cb < h->hint) {
 				uintptr_t below = h->hint - cb;
-				unsigned n = below >= PA_CHUNK_SIZE ? PA_CHUNK_PAGES
-								    : (unsigned)(below / PA_PAGE_SIZE);
+				unsigned n = below >= PA_CHUNK_SIZE
+				                 ? PA_CHUNK_PAGES
+				                 : (unsigned)(below / PA_PAGE_SIZE);
 				if (chunk_count_alloc(ch, 0, n) != n)
 					errors = complain(errors, "free page below the hint",
-							  PA_SUM_LEVELS - 1, c);
+					                  PA_SUM_LEVELS - 1, c);
 			}
 		}
 		for (int l = (int)PA_SUM_LEVELS - 2; l >= 0; l--) {
 			size_t lo, hi;
 			level_span(h, (unsigned)l, base, limit, &lo, &hi);
 			for (size_t i = lo; i < hi; i++) {
-				pa_sum s = sum_merge(&h->sum[l + 1][i << PA_SUM_LEVEL_BITS],
-						     PA_SUM_FANOUT, PA_LEVEL_LOG_PAGES((unsigned)l + 1));
+				pa_sum s =
+				    sum_merge(&h->sum[l + 1][i << PA_SUM_LEVEL_BITS], PA_SUM_FANOUT,
+				              PA_LEVEL_LOG_PAGES((unsigned)l + 1));
 				if (s != h->sum[l][i])
 					errors = complain(errors, "summary != merge of children",
-							  (unsigned)l, i);
+					                  (unsigned)l, i);
 			}
 		}
 	}
@@ -895,7 +897,7 @@ size_t pageheap_metadata_bytes_locked(const struct pa_pageheap *h)
 		for (size_t r = 0; r < h->ranges.n; r++) {
 			uintptr_t from, to;
 			level_commit_span(h, l, h->ranges.v[r].base, h->ranges.v[r].limit, &from,
-					  &to);
+			                  &to);
 			if (from > cur_to) {
 				total += cur_to - cur_from;
 				cur_from = from;
@@ -915,7 +917,7 @@ size_t pageheap_metadata_bytes_locked(const struct pa_pageheap *h)
 /* ---- 64-page groups for the per-CPU page caches ------------------------- */
 
 int pageheap_take_group_locked(struct pa_pageheap *h, uintptr_t *base, uint64_t *free,
-			       uint64_t *scav)
+                               uint64_t *scav)
 {
 	for (;;) {
 		uintptr_t first = 0, new_hint = 0;
@@ -923,10 +925,11 @@ int pageheap_take_group_locked(struct pa_pageheap *h, uintptr_t *base, uint64_t 
 			size_t ci = chunk_index(h, h->hint);
 			if (sum_max(h->sum[PA_SUM_LEVELS - 1][ci]) != 0) {
 				unsigned ff;
-				unsigned j = chunk_find(chunk_at(h, ci), 1, page_in_chunk(h->hint), &ff);
+				unsigned j =
+				    chunk_find(chunk_at(h, ci), 1, page_in_chunk(h->hint), &ff);
 				if (j == CHUNK_NOT_FOUND)
 					corrupt("leaf summary promised a page its bitmap lacks",
-						PA_SUM_LEVELS - 1, ci, 1);
+					        PA_SUM_LEVELS - 1, ci, 1);
 				first = chunk_base(h, ci) + (uintptr_t)j * PA_PAGE_SIZE;
 			} else {
 				first = find(h, 1, &new_hint);
@@ -963,7 +966,7 @@ int pageheap_take_group_locked(struct pa_pageheap *h, uintptr_t *base, uint64_t 
 }
 
 void pageheap_return_group_locked(struct pa_pageheap *h, uintptr_t base, uint64_t free,
-				  uint64_t scav)
+                                  uint64_t scav)
 {
 	if (free == 0)
 		return;
@@ -985,17 +988,22 @@ void pageheap_return_group_locked(struct pa_pageheap *h, uintptr_t base, uint64_
 static const char *fault_text(enum pa_page_fault f)
 {
 	switch (f) {
-	case PA_PAGE_UNALIGNED: return "misaligned pointer (not a multiple of 8192)";
-	case PA_PAGE_NOT_HEAP: return "pointer not from the page heap";
-	case PA_PAGE_NOT_ALLOCATED: return "double free (pages already free)";
-	case PA_PAGE_BAD_SIZE: return "bad page count";
-	case PA_PAGE_OK: break;
+	case PA_PAGE_UNALIGNED:
+		return "misaligned pointer (not a multiple of 8192)";
+	case PA_PAGE_NOT_HEAP:
+		return "pointer not from the page heap";
+	case PA_PAGE_NOT_ALLOCATED:
+		return "double free (pages already free)";
+	case PA_PAGE_BAD_SIZE:
+		return "bad page count";
+	case PA_PAGE_OK:
+		break;
 	}
 	return "ok";
 }
 
 _Noreturn void pageheap_report_fault(uintptr_t addr, size_t npages, enum pa_page_fault f,
-				     const char *when)
+                                     const char *when)
 {
 	struct pa_msg m;
 	msg_begin(&m);
@@ -1027,15 +1035,15 @@ size_t pageheap_scav_next(struct pa_pageheap *h, size_t below, uint32_t min_age,
 		below = top;
 	*recent = 0;
 	for (size_t ci = below; ci-- > start;) {
-		struct pa_chunk *block = __atomic_load_n(&h->chunks[ci >> PA_CHUNK_L2_BITS],
-							 __ATOMIC_ACQUIRE);
+		struct pa_chunk *block =
+		    __atomic_load_n(&h->chunks[ci >> PA_CHUNK_L2_BITS], __ATOMIC_ACQUIRE);
 		if (block == NULL) {
 			/* A whole L2 block of address space that never was heap. */
 			ci &= ~(size_t)(PA_CHUNK_L2_COUNT - 1);
 			continue;
 		}
 		uint32_t stamp = __atomic_load_n(&block[ci & (PA_CHUNK_L2_COUNT - 1)].free_stamp,
-						 __ATOMIC_RELAXED);
+		                                 __ATOMIC_RELAXED);
 		if (stamp == 0)
 			continue;
 		if ((uint32_t)(now - (stamp - 1)) >= min_age)
@@ -1061,8 +1069,8 @@ size_t pageheap_prev_chunk_locked(const struct pa_pageheap *h, size_t below)
 }
 
 unsigned pageheap_scav_reserve_locked(struct pa_pageheap *h, size_t ci, int force,
-				      unsigned hp_pages, unsigned max_pages, uintptr_t *addr,
-				      unsigned *fresh)
+                                      unsigned hp_pages, unsigned max_pages, uintptr_t *addr,
+                                      unsigned *fresh)
 {
 	struct pa_chunk *c = chunk_at(h, ci);
 	unsigned start, n = chunk_scav_candidate(c, force, hp_pages, max_pages, &start);
@@ -1083,7 +1091,7 @@ unsigned pageheap_scav_reserve_locked(struct pa_pageheap *h, size_t ci, int forc
 }
 
 void pageheap_scav_commit_locked(struct pa_pageheap *h, uintptr_t addr, unsigned npages,
-				 int released)
+                                 int released)
 {
 	struct pa_chunk *c = pageheap_chunk(h, addr);
 	unsigned start = page_in_chunk(addr);

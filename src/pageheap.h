@@ -87,7 +87,7 @@ struct pa_pageheap {
 	/* Set at init, then read-only. */
 	uintptr_t window_base;
 	unsigned window_bits;
-	int window_fallback;  /* 1 if the full 48-bit window was refused */
+	int window_fallback; /* 1 if the full 48-bit window was refused */
 	int metadata_only;
 	size_t arena_bytes;
 	pa_sum *sum[PA_SUM_LEVELS]; /* level arrays inside one reservation */
@@ -99,25 +99,25 @@ struct pa_pageheap {
 	uintptr_t limit_hint; /* window end: the hint when nothing is free */
 
 	/* Protected by lock. */
-	uintptr_t hint;        /* no free page below this address */
-	size_t start_ci, end_ci; /* chunk indices bounding all ranges: [start, end) */
-	struct pa_range_list ranges; /* heap address ranges, sorted */
-	struct pa_range_list arenas; /* OS reservations, for destroy */
+	uintptr_t hint;                  /* no free page below this address */
+	size_t start_ci, end_ci;         /* chunk indices bounding all ranges: [start, end) */
+	struct pa_range_list ranges;     /* heap address ranges, sorted */
+	struct pa_range_list arenas;     /* OS reservations, for destroy */
 	uintptr_t arena_next, arena_end; /* uncommitted tail of the last arena */
-	size_t mapped_pages;   /* pages inside heap ranges */
-	size_t inuse_pages;    /* alloc bits set */
-	size_t scav_pages;     /* scav bits set (free and released) */
-	size_t reserved_bytes; /* OS address space reserved for heap pages */
-	uint64_t grow_count;   /* successful growths */
-	uint64_t grow_failures;/* growths the OS refused */
-	size_t releasing_pages;/* taken by the scavenger while it releases them */
-	uint64_t free_count;   /* frees that stamped chunks (scavenger bookkeeping) */
+	size_t mapped_pages;             /* pages inside heap ranges */
+	size_t inuse_pages;              /* alloc bits set */
+	size_t scav_pages;               /* scav bits set (free and released) */
+	size_t reserved_bytes;           /* OS address space reserved for heap pages */
+	uint64_t grow_count;             /* successful growths */
+	uint64_t grow_failures;          /* growths the OS refused */
+	size_t releasing_pages;          /* taken by the scavenger while it releases them */
+	uint64_t free_count;             /* frees that stamped chunks (scavenger bookkeeping) */
 
 	/* Scavenger coupling; atomics, so it can look without the lock. */
-	size_t scav_ci;        /* no chunk at or above this index needs scavenging */
-	uint32_t epoch;        /* coarse clock (ms), advanced by the scavenger */
-	size_t limit_pages;    /* memory limit in pages, 0: none (set by scavenger) */
-	int pressure;          /* 1: resident pages passed limit_pages */
+	size_t scav_ci;                 /* no chunk at or above this index needs scavenging */
+	uint32_t epoch;                 /* coarse clock (ms), advanced by the scavenger */
+	size_t limit_pages;             /* memory limit in pages, 0: none (set by scavenger) */
+	int pressure;                   /* 1: resident pages passed limit_pages */
 	void (*on_pressure)(void *arg); /* called after unlock when pressure is set */
 	void *pressure_arg;
 };
@@ -138,11 +138,11 @@ void pageheap_free_locked(struct pa_pageheap *h, uintptr_t addr, size_t npages);
 /* Is [addr, addr + npages pages) a range of allocated heap pages? */
 enum pa_page_fault pageheap_check(struct pa_pageheap *h, uintptr_t addr, size_t npages);
 enum pa_page_fault pageheap_check_locked(const struct pa_pageheap *h, uintptr_t addr,
-					 size_t npages);
+                                         size_t npages);
 
 /* The one-line message for a bad free of npages at addr, then abort. */
 _Noreturn void pageheap_report_fault(uintptr_t addr, size_t npages, enum pa_page_fault f,
-				     const char *when);
+                                     const char *when);
 
 /* Mark an exact free range allocated (tests building heap states; refills).
  * Returns how many of the pages were scavenged. */
@@ -157,9 +157,9 @@ size_t pageheap_alloc_range_locked(struct pa_pageheap *h, uintptr_t addr, size_t
  * group back (their released state in scav).
  */
 int pageheap_take_group_locked(struct pa_pageheap *h, uintptr_t *base, uint64_t *free,
-			       uint64_t *scav);
+                               uint64_t *scav);
 void pageheap_return_group_locked(struct pa_pageheap *h, uintptr_t base, uint64_t free,
-				  uint64_t scav);
+                                  uint64_t scav);
 
 /*
  * Scavenger support.
@@ -179,10 +179,10 @@ void pageheap_return_group_locked(struct pa_pageheap *h, uintptr_t base, uint64_
 size_t pageheap_scav_next(struct pa_pageheap *h, size_t below, uint32_t min_age, size_t *recent);
 size_t pageheap_prev_chunk_locked(const struct pa_pageheap *h, size_t below);
 unsigned pageheap_scav_reserve_locked(struct pa_pageheap *h, size_t ci, int force,
-				      unsigned hp_pages, unsigned max_pages, uintptr_t *addr,
-				      unsigned *fresh);
+                                      unsigned hp_pages, unsigned max_pages, uintptr_t *addr,
+                                      unsigned *fresh);
 void pageheap_scav_commit_locked(struct pa_pageheap *h, uintptr_t addr, unsigned npages,
-				 int released);
+                                 int released);
 
 static inline size_t pageheap_resident_pages_locked(const struct pa_pageheap *h)
 {

@@ -89,7 +89,7 @@ static struct pa_pageheap *default_heap_build(void)
 		int state = HEAP_FAILED;
 		if (pageheap_init(&default_heap, &opts) == 0 &&
 		    pagecache_init(&default_caches, &default_heap,
-				   (enum pa_cache_mode)pa_conf.percpu_cache) == 0) {
+		                   (enum pa_cache_mode)pa_conf.percpu_cache) == 0) {
 			struct pa_scav_config c;
 			scav_config_from_conf(&c);
 			scav_init(&default_scav, &default_heap, &default_caches, &c);

@@ -52,6 +52,8 @@ static inline int32_t rseq_cpu(const struct rseq *rs)
 	return (int32_t)__atomic_load_n(&rs->cpu_id, __ATOMIC_RELAXED);
 }
 
+/* The asm below is laid out by hand, one instruction a line. */
+/* clang-format off */
 #if PA_HAVE_RSEQ_COMMIT
 /*
  * The pieces every sequence below shares. Labels: 1 = start, 2 = end (one
@@ -226,5 +228,6 @@ static inline int rseq_give_back(struct rseq *rs, void *slots, uint64_t stride, 
 	return status;
 }
 #endif
+/* clang-format on */
 
 #endif

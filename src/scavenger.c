@@ -14,12 +14,12 @@
 #define SCAV_COST_MIN_NS 1000u
 #define SCAV_COST_MAX_NS 10000000u /* 10 ms: a step never justifies more */
 #define SCAV_SLEEP_MAX_NS 1000000000u
-#define SCAV_IDLE_NS 100000000u    /* poll for new work every 100 ms */
+#define SCAV_IDLE_NS 100000000u /* poll for new work every 100 ms */
 
 static void on_pressure(void *arg);
 
 void scav_init(struct pa_scavenger *s, struct pa_pageheap *heap, struct pa_pagecache_set *caches,
-	       const struct pa_scav_config *conf)
+               const struct pa_scav_config *conf)
 {
 	memset(s, 0, sizeof(*s));
 	s->heap = heap;
@@ -60,7 +60,7 @@ static unsigned release_in_chunk(struct pa_scavenger *s, size_t ci, int force, u
 	unsigned fresh = 0;
 	lock_acquire(&h->lock);
 	unsigned n = pageheap_scav_reserve_locked(h, ci, force, force ? 0 : s->hp_pages, max_pages,
-						  &addr, &fresh);
+	                                          &addr, &fresh);
 	lock_release(&h->lock);
 	if (n == 0)
 		return 0;
@@ -176,12 +176,14 @@ static void *scav_main(void *arg)
 	uint64_t t0 = os_now_ns(), cpu_prev = os_thread_cpu_ns();
 	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
 		uint32_t wake = __atomic_load_n(&s->wake, __ATOMIC_RELAXED);
-		__atomic_store_n(&h->epoch, (uint32_t)((os_now_ns() - t0) / 1000000u), __ATOMIC_RELAXED);
+		__atomic_store_n(&h->epoch, (uint32_t)((os_now_ns() - t0) / 1000000u),
+		                 __ATOMIC_RELAXED);
 		size_t released = 0;
 		if (excess_bytes(h) != 0)
 			on_pressure(s); /* over the limit: no delay, no pacing */
 		else if (__atomic_load_n(&s->conf.enabled, __ATOMIC_RELAXED))
-			released = scav_step(s, __atomic_load_n(&s->conf.delay_ms, __ATOMIC_RELAXED));
+			released =
+			    scav_step(s, __atomic_load_n(&s->conf.delay_ms, __ATOMIC_RELAXED));
 		uint64_t cpu = os_thread_cpu_ns(), cost = cpu - cpu_prev;
 		cpu_prev = cpu;
 		__atomic_fetch_add(&s->cpu_ns, cost, __ATOMIC_RELAXED);
@@ -208,7 +210,7 @@ int scav_start(struct pa_scavenger *s)
 	int expected = 0;
 	if (!__atomic_load_n(&s->conf.enabled, __ATOMIC_RELAXED) ||
 	    !__atomic_compare_exchange_n(&s->state, &expected, 1, 0, __ATOMIC_ACQ_REL,
-					 __ATOMIC_RELAXED))
+	                                 __ATOMIC_RELAXED))
 		return 0;
 	__atomic_store_n(&s->stop, 0, __ATOMIC_RELAXED);
 	pthread_attr_t attr;

@@ -33,18 +33,18 @@
 #include "pageheap.h"
 
 struct pa_scav_config {
-	int enabled;          /* background thread */
-	unsigned percent;     /* CPU share of one core, 1..100 */
-	int lazy;             /* MADV_FREE instead of MADV_DONTNEED */
-	size_t memory_limit;  /* bytes, 0: none */
-	unsigned delay_ms;    /* free this long before the background releases it */
+	int enabled;         /* background thread */
+	unsigned percent;    /* CPU share of one core, 1..100 */
+	int lazy;            /* MADV_FREE instead of MADV_DONTNEED */
+	size_t memory_limit; /* bytes, 0: none */
+	unsigned delay_ms;   /* free this long before the background releases it */
 };
 
 struct pa_scavenger {
 	struct pa_pageheap *heap;
 	struct pa_pagecache_set *caches; /* may be NULL */
-	unsigned hp_pages;    /* huge page in heap pages (0: THP not in use) */
-	pa_lock release_lock; /* one releaser at a time (thread, limit, explicit) */
+	unsigned hp_pages;               /* huge page in heap pages (0: THP not in use) */
+	pa_lock release_lock;            /* one releaser at a time (thread, limit, explicit) */
 
 	/* Configuration: read with atomics each step, so it may change live. */
 	struct pa_scav_config conf;
@@ -57,15 +57,15 @@ struct pa_scavenger {
 	uint64_t ewma_cost_ns;
 
 	/* Statistics (atomics). */
-	uint64_t released_bytes;   /* released over the process's life */
-	uint64_t releases;         /* madvise calls */
-	uint64_t cpu_ns;           /* CPU time of the background thread */
-	uint64_t limit_overruns;   /* over the limit with nothing left to release */
-	uint64_t failed_releases;  /* madvise refused */
+	uint64_t released_bytes;  /* released over the process's life */
+	uint64_t releases;        /* madvise calls */
+	uint64_t cpu_ns;          /* CPU time of the background thread */
+	uint64_t limit_overruns;  /* over the limit with nothing left to release */
+	uint64_t failed_releases; /* madvise refused */
 };
 
 void scav_init(struct pa_scavenger *s, struct pa_pageheap *heap, struct pa_pagecache_set *caches,
-	       const struct pa_scav_config *conf);
+               const struct pa_scav_config *conf);
 
 /* Start the background thread if enabled and not running. 0 or -1. */
 int scav_start(struct pa_scavenger *s);

@@ -41,13 +41,14 @@ static inline unsigned sum_start(pa_sum s)
 static inline unsigned sum_max(pa_sum s)
 {
 	return s & PA_SUM_ALL_FREE_BIT ? PA_SUM_MAX_PAGES
-				       : (unsigned)((s >> PA_SUM_FIELD_BITS) & PA_SUM_FIELD_MASK);
+	                               : (unsigned)((s >> PA_SUM_FIELD_BITS) & PA_SUM_FIELD_MASK);
 }
 
 static inline unsigned sum_end(pa_sum s)
 {
-	return s & PA_SUM_ALL_FREE_BIT ? PA_SUM_MAX_PAGES
-				       : (unsigned)((s >> (2 * PA_SUM_FIELD_BITS)) & PA_SUM_FIELD_MASK);
+	return s & PA_SUM_ALL_FREE_BIT
+	           ? PA_SUM_MAX_PAGES
+	           : (unsigned)((s >> (2 * PA_SUM_FIELD_BITS)) & PA_SUM_FIELD_MASK);
 }
 
 /* The summary of a completely free region of 2^log_pages pages. */
@@ -63,12 +64,18 @@ static inline pa_sum sum_free(unsigned log_pages)
  * level-0 entry covers 2^21 pages; every sum_merge input is a child, so
  * one level down at least.)
  */
-static inline unsigned sum_sub_start(pa_sum s) { return (unsigned)(s & PA_SUM_FIELD_MASK); }
+static inline unsigned sum_sub_start(pa_sum s)
+{
+	return (unsigned)(s & PA_SUM_FIELD_MASK);
+}
 static inline unsigned sum_sub_max(pa_sum s)
 {
 	return (unsigned)((s >> PA_SUM_FIELD_BITS) & PA_SUM_FIELD_MASK);
 }
-static inline unsigned sum_sub_end(pa_sum s) { return (unsigned)(s >> (2 * PA_SUM_FIELD_BITS)); }
+static inline unsigned sum_sub_end(pa_sum s)
+{
+	return (unsigned)(s >> (2 * PA_SUM_FIELD_BITS));
+}
 
 /* sum_pack for a region below level 0 (no field can reach 2^21). */
 static inline pa_sum sum_sub_pack(unsigned start, unsigned max, unsigned end)

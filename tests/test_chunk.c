@@ -521,9 +521,10 @@ static void check_step(struct pa_chunk *c, unsigned a, unsigned n, int alloc, co
 	pa_sum want = chunk_summarize(c);
 	if (got != want)
 		fail_msg("%s %s [%u, %u): incremental %#" PRIx64 " (start %u max %u end %u), "
-			 "rescan %#" PRIx64 " (start %u max %u end %u)",
-			 what, alloc ? "alloc" : "free", a, a + n, got, sum_start(got), sum_max(got),
-			 sum_end(got), want, sum_start(want), sum_max(want), sum_end(want));
+		         "rescan %#" PRIx64 " (start %u max %u end %u)",
+		         what, alloc ? "alloc" : "free", a, a + n, got, sum_start(got),
+		         sum_max(got), sum_end(got), want, sum_start(want), sum_max(want),
+		         sum_end(want));
 	TU_EQ(want, tu_pack(tu_naive_chunk(c)));
 }
 

@@ -836,8 +836,8 @@ static void queued_adjacent_frees_reach_the_heap_as_one_run(void **state)
 	grow(f, BASE, 512);
 	heap_take(f, PG(64), 20);
 	EQ(alloc_pages(f, 1, NULL), PG(0));
-	static const struct run frees[] = {{PG(66), 2}, {PG(70), 1}, {PG(64), 2},
-					   {PG(68), 2}, {PG(80), 1}};
+	static const struct run frees[] = {
+	    {PG(66), 2}, {PG(70), 1}, {PG(64), 2}, {PG(68), 2}, {PG(80), 1}};
 	for (size_t i = 0; i < sizeof(frees) / sizeof(frees[0]); i++)
 		EQ(pagecache_free(&f->pc, frees[i].addr, frees[i].npages), PA_PAGE_OK);
 	EQ(f->c->nbatch, 5);

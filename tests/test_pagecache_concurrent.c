@@ -76,10 +76,11 @@ static void *work(void *arg)
 			addr[k] = 0;
 			continue;
 		}
-		size_t n = xorshift(&seed) % 8 == 0 ? 16 + xorshift(&seed) % 100
-						    : 1 + xorshift(&seed) % (PA_CACHE_MAX_PAGES - 1);
+		size_t n = xorshift(&seed) % 8 == 0
+		               ? 16 + xorshift(&seed) % 100
+		               : 1 + xorshift(&seed) % (PA_CACHE_MAX_PAGES - 1);
 		uintptr_t a = n < PA_CACHE_MAX_PAGES ? pagecache_alloc(w->pc, n, NULL)
-						     : pageheap_alloc(w->pc->heap, n, NULL);
+		                                     : pageheap_alloc(w->pc->heap, n, NULL);
 		if (a == 0) {
 			w->failures++;
 			continue;
@@ -106,8 +107,8 @@ static void run_threads(enum pa_cache_mode mode)
 	struct pa_pagecache_set pc;
 	assert_int_equal(pageheap_init(&h, NULL), 0);
 	assert_int_equal(pagecache_init(&pc, &h, mode), 0);
-	assert_int_equal(pc.mode, mode == PA_CACHE_RSEQ && pc.mode != PA_CACHE_RSEQ
-				      ? PA_CACHE_LOCKED : mode);
+	assert_int_equal(
+	    pc.mode, mode == PA_CACHE_RSEQ && pc.mode != PA_CACHE_RSEQ ? PA_CACHE_LOCKED : mode);
 
 	pthread_t tid[THREADS];
 	struct worker w[THREADS];

@@ -3,7 +3,8 @@
 # Idempotent: does nothing (and needs no network) when they are all present.
 set -euo pipefail
 
-packages=(build-essential cmake pkg-config libcmocka-dev libbenchmark-dev libnuma-dev valgrind)
+packages=(build-essential cmake pkg-config libcmocka-dev libbenchmark-dev libnuma-dev valgrind
+	clang-format)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build libpagealloc three ways and run every test in each:
+# Check the formatting (tools/format.sh --check), then build libpagealloc
+# three ways and run every test in each:
 #   build/       plain (RelWithDebInfo), all tests, then pa-demo under valgrind
 #   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer, all tests
 #   build-tsan/  ThreadSanitizer, the tests named *concurrent* or *thread*
@@ -12,6 +13,9 @@ jobs=$(nproc)
 step() { printf '\n==== %s\n' "$*"; }
 
 tools/setup-deps.sh
+
+step "formatting: tools/format.sh --check"
+tools/format.sh --check
 
 build() { # dir, cmake options...
 	local dir=$1
