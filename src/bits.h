@@ -57,31 +57,6 @@ static inline unsigned bits_find_run(uint64_t c, unsigned n)
 	return bits_ctz(c);
 }
 
-/*
- * Length of the longest run of set bits in y. Binary lifting: f[k] has bit i
- * set iff bits i .. i+2^k-1 of y are all set; cur has bit i set iff a run of
- * `len` starts at i, and cur & (f[k] >> len) extends it by 2^k.
- */
-static inline unsigned bits_max_run(uint64_t y)
-{
-	if (y == ~(uint64_t)0)
-		return 64;
-	uint64_t f[6];
-	f[0] = y;
-	for (unsigned k = 1; k < 6; k++)
-		f[k] = f[k - 1] & (f[k - 1] >> (1u << (k - 1)));
-	unsigned len = 0;
-	uint64_t cur = ~(uint64_t)0;
-	for (int k = 5; k >= 0; k--) {
-		uint64_t t = cur & (f[k] >> len);
-		if (t) {
-			cur = t;
-			len += 1u << k;
-		}
-	}
-	return len;
-}
-
 static inline void bits_store(uint64_t *w, uint64_t v)
 {
 	__atomic_store_n(w, v, __ATOMIC_RELAXED);

@@ -48,9 +48,6 @@ unsigned chunk_find(const struct pa_chunk *c, unsigned npages, unsigned search_i
 /* Mark [start, start+n) in use; clear their scav bits; return how many were scavenged. */
 unsigned chunk_alloc_range(struct pa_chunk *c, unsigned start, unsigned n);
 
-/* Mark [start, start+n) free. Their scav bits are left as they are (zero). */
-static inline void chunk_free_range(struct pa_chunk *c, unsigned start, unsigned n);
-
 /*
  * The highest-addressed run of free, unreleased pages the scavenger should
  * release next, at most max_pages long; 0 if none. With hp_pages (the huge
@@ -69,11 +66,6 @@ unsigned chunk_count_alloc(const struct pa_chunk *c, unsigned start, unsigned n)
 unsigned chunk_count_scav(const struct pa_chunk *c, unsigned start, unsigned n);
 
 #include "bits.h"
-
-static inline void chunk_free_range(struct pa_chunk *c, unsigned start, unsigned n)
-{
-	bits_clear_range(c->alloc, start, n);
-}
 
 /*
  * Mark [start, start+n) in use like chunk_alloc_range, adding the scavenged
@@ -102,8 +94,9 @@ static inline uint64_t chunk_mark_used(struct pa_chunk *c, unsigned start, unsig
 	return clash;
 }
 
-/* Mark [start, start+n) free; returns the pages of it that were free already
- * (ORed over its words; 0 when the range was wholly in use). */
+/* Mark [start, start+n) free (their scav bits stay as they are: zero); returns
+ * the pages of it that were free already (ORed over its words; 0 when the
+ * range was wholly in use). */
 static inline uint64_t chunk_mark_free(struct pa_chunk *c, unsigned start, unsigned n)
 {
 	uint64_t clash = 0;

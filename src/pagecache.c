@@ -178,6 +178,21 @@ static int free_in_a_cache(struct pa_pagecache_set *pc, uintptr_t a, size_t n)
 }
 
 /*
+ * The 64-page group that wholly holds the npages (< 64) at addr, with *m set
+ * to their bits in it; 0 when the run crosses a group edge or lies in the
+ * group at address 0, which no cache holds (an empty cache has base 0).
+ */
+static inline uintptr_t group_of(uintptr_t addr, size_t npages, uint64_t *m)
+{
+	uintptr_t gbase = PA_ALIGN_DOWN(addr, GROUP_BYTES);
+	unsigned idx = (unsigned)((addr - gbase) / PA_PAGE_SIZE);
+	if (gbase == 0 || idx + npages > GROUP_PAGES)
+		return 0;
+	*m = bits_mask(idx, (unsigned)npages);
+	return gbase;
+}
+
+/*
  * Are pages m of the group at gbase allocated in the heap? A free into a
  * cache group must be of pages the heap still counts as allocated: one
  * already freed through another CPU's queue is a double free. Read without
@@ -410,7 +425,7 @@ static inline __attribute__((always_inline)) uintptr_t alloc_try(struct pa_pagec
 	unsigned i = run_in(free, npages);
 	if (__builtin_expect((g & 1) || i >= 64, 0))
 		return FAST_FALLBACK;
-	uint64_t m = (((uint64_t)1 << npages) - 1) << i; /* npages < 16 */
+	uint64_t m = bits_mask(i, (unsigned)npages);
 	/* scav is compared too: a free and realloc of the same page by another
 	 * thread on this CPU in between leaves `free` equal but may change it. */
 	if (rseq_commit(rs, cpu, &c->gen, g, &c->free, free, &c->scav, s, s, free & ~m) != 0)
@@ -483,10 +498,10 @@ static enum pa_page_fault free_slow(struct pa_pagecache_set *pc, uintptr_t addr,
 	struct pa_pagecache *c = &pc->cpus[cpu];
 	uint64_t g = cache_own(pc, cpu);
 	enum pa_page_fault f = PA_PAGE_OK;
-	uintptr_t gbase = PA_ALIGN_DOWN(addr, GROUP_BYTES);
-	unsigned idx = (unsigned)((addr - gbase) / PA_PAGE_SIZE);
-	if (gbase != 0 && ld(&c->base) == gbase && idx + npages <= GROUP_PAGES) {
-		uint64_t m = bits_mask(idx, (unsigned)npages), free = ld(&c->free);
+	uint64_t m;
+	uintptr_t gbase = group_of(addr, npages, &m);
+	if (gbase != 0 && ld(&c->base) == gbase) {
+		uint64_t free = ld(&c->free);
 		if ((free & m) || !heap_holds(h, gbase, m)) {
 			f = PA_PAGE_NOT_ALLOCATED;
 		} else {
@@ -530,11 +545,9 @@ static inline __attribute__((always_inline)) int free_try(struct pa_pagecache_se
 	uint64_t g = __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
 	if (__builtin_expect(g & 1, 0))
 		return FREE_FALLBACK;
-	uintptr_t gbase = PA_ALIGN_DOWN(addr, GROUP_BYTES);
-	unsigned idx = (unsigned)((addr - gbase) / PA_PAGE_SIZE);
-	/* An empty cache has base 0: address 0 is never a group. */
-	if (ld(&c->base) == gbase && gbase != 0 && idx + npages <= GROUP_PAGES) {
-		uint64_t m = (((uint64_t)1 << npages) - 1) << idx; /* npages < 16 */
+	uint64_t m;
+	uintptr_t gbase = group_of(addr, npages, &m);
+	if (gbase != 0 && ld(&c->base) == gbase) {
 		uint64_t free = ld(&c->free), s = ld(&c->scav);
 		if (__builtin_expect((free & m) || !heap_holds(pc->heap, gbase, m), 0)) {
 			/* Looks like a double free: confirm on a stable snapshot. */
@@ -592,16 +605,15 @@ enum pa_page_fault pagecache_free(struct pa_pagecache_set *pc, uintptr_t addr, s
 	if (__builtin_expect(pc->mode == PA_CACHE_RSEQ && (addr & (PA_PAGE_SIZE - 1)) == 0 &&
 	                         npages - 1 < PA_CACHE_MAX_PAGES - 1,
 	                     1)) {
-		uintptr_t gbase = PA_ALIGN_DOWN(addr, GROUP_BYTES);
-		unsigned idx = (unsigned)((addr - gbase) / PA_PAGE_SIZE);
-		uint64_t m = (((uint64_t)1 << npages) - 1) << idx;
+		uint64_t m;
+		uintptr_t gbase = group_of(addr, npages, &m);
 		struct rseq *rs = rseq_area();
 		uint32_t cpu = (uint32_t)rseq_cpu(rs);
 		/* A racy look at the CPU's group only picks the path: a base
 		 * once stored is heap, so heap_holds may read its bitmap, and
-		 * the sequence re-checks everything. Base 0 is no group. */
-		if (__builtin_expect(cpu < pc->ncpus && ld(&pc->cpus[cpu].base) == gbase &&
-		                         gbase != 0 && idx + npages <= GROUP_PAGES &&
+		 * the sequence re-checks everything. */
+		if (__builtin_expect(gbase != 0 && cpu < pc->ncpus &&
+		                         ld(&pc->cpus[cpu].base) == gbase &&
 		                         heap_holds(pc->heap, gbase, m),
 		                     1) &&
 		    rseq_give_back(rs, pc->cpus, sizeof(struct pa_pagecache), pc->ncpus, gbase,

@@ -770,7 +770,7 @@ void pageheap_free_locked(struct pa_pageheap *h, uintptr_t addr, size_t npages)
 	} else {
 		clash = chunk_mark_free(chunk_at(h, sc), si, PA_CHUNK_PAGES - si);
 		for (size_t c = sc + 1; c < ec; c++)
-			chunk_free_range(chunk_at(h, c), 0, PA_CHUNK_PAGES);
+			chunk_mark_free(chunk_at(h, c), 0, PA_CHUNK_PAGES);
 		clash |= chunk_mark_free(chunk_at(h, ec), 0, ei + 1);
 	}
 	update(h, addr, npages, 0, clash == 0);

@@ -1,7 +1,7 @@
 /*
  * test_bits.c — the 64-bit bitmap primitives of bits.h against naive
  * bit-at-a-time references: bits_find_run for every run length at every
- * position, bits_max_run, and the multi-word set/clear/count range helpers
+ * position, and the multi-word set/clear/count range helpers
  * at every word edge.
  */
 #include "testutil.h"
@@ -19,17 +19,6 @@ static unsigned naive_find_run(uint64_t c, unsigned n)
 			return i + 1 - n;
 	}
 	return 64;
-}
-
-static unsigned naive_max_run(uint64_t c)
-{
-	unsigned run = 0, max = 0;
-	for (unsigned i = 0; i < 64; i++) {
-		run = (c >> i) & 1 ? run + 1 : 0;
-		if (run > max)
-			max = run;
-	}
-	return max;
 }
 
 static uint64_t naive_mask(unsigned start, unsigned n)
@@ -180,39 +169,6 @@ static void test_find_run_matches_reference_on_random_words(void **state)
 	}
 }
 
-/* ---- bits_max_run ------------------------------------------------------------ */
-
-static void test_max_run_edges(void **state)
-{
-	(void)state;
-	TU_EQ(bits_max_run(0), 0);
-	TU_EQ(bits_max_run(~(uint64_t)0), 64);
-	TU_EQ(bits_max_run(0x7fffffffffffffffull), 63);
-	TU_EQ(bits_max_run(0xfffffffffffffffeull), 63);
-	TU_EQ(bits_max_run(0x5555555555555555ull), 1);
-	TU_EQ(bits_max_run(0x8000000000000001ull), 1);
-	TU_EQ(bits_max_run(0xffff0000ffffff00ull), 24);
-	for (unsigned n = 1; n <= 64; n++)
-		for (unsigned p = 0; p + n <= 64; p++) {
-			TU_EQ(bits_max_run(naive_mask(p, n)), n);
-			/* A shorter run elsewhere does not change it. */
-			if (p >= 2)
-				TU_EQ(bits_max_run(naive_mask(p, n) | 1), n);
-		}
-}
-
-static void test_max_run_matches_reference_on_random_words(void **state)
-{
-	(void)state;
-	uint64_t seed = 0x13198a2e03707344ull;
-	for (unsigned iter = 0; iter < 200000; iter++) {
-		uint64_t c = random_word(&seed);
-		unsigned got = bits_max_run(c), want = naive_max_run(c);
-		if (got != want)
-			fail_msg("bits_max_run(%#" PRIx64 ") = %u, want %u", c, got, want);
-	}
-}
-
 /* ---- multi-word ranges ---------------------------------------------------------- */
 
 #define RW 4 /* words in the test bitmaps: 256 bits, three inner word edges */
@@ -313,8 +269,6 @@ int main(void)
 	    TU_TEST(test_find_run_two_runs_with_every_gap_width),
 	    TU_TEST(test_find_run_full_and_empty_words),
 	    TU_TEST(test_find_run_matches_reference_on_random_words),
-	    TU_TEST(test_max_run_edges),
-	    TU_TEST(test_max_run_matches_reference_on_random_words),
 	    TU_TEST(test_set_range_every_start_and_length),
 	    TU_TEST(test_clear_range_every_start_and_length),
 	    TU_TEST(test_count_range_every_start_and_length),

@@ -399,7 +399,7 @@ static void test_alloc_range_whole_chunk_all_released(void **state)
 	}
 	TU_EQ(chunk_summarize(&c), 0);
 	/* Freeing leaves the pages resident: scav stays clear. */
-	chunk_free_range(&c, 0, PA_CHUNK_PAGES);
+	chunk_mark_free(&c, 0, PA_CHUNK_PAGES);
 	for (unsigned w = 0; w < PA_CHUNK_WORDS; w++) {
 		TU_EQ(c.alloc[w], 0);
 		TU_EQ(c.scav[w], 0);
@@ -422,7 +422,7 @@ static void test_alloc_range_across_several_words_ending_at_511(void **state)
 	TU_EQ(chunk_summarize(&c), triple(319, 319, 0));
 	TU_EQ(chunk_alloc_range(&c, 0, 319), 319);
 	TU_EQ(chunk_summarize(&c), 0);
-	chunk_free_range(&c, 320, 100);
+	chunk_mark_free(&c, 320, 100);
 	TU_EQ(chunk_summarize(&c), triple(0, 100, 0));
 	TU_EQ(chunk_count_alloc(&c, 0, PA_CHUNK_PAGES), 412);
 	TU_EQ(chunk_count_scav(&c, 0, PA_CHUNK_PAGES), 0);
