@@ -120,6 +120,89 @@ int pa_config_set(const char *key, const char *value);
  * that were refused (each with its warning line). */
 int pa_config(const char *conf);
 
+
+/* ---- malloc ---------------------------------------------------------------
+ *
+ * The malloc family, with the exact behaviour of the glibc that the preload
+ * library replaces (Debian 12: glibc 2.36) and of C23 for free_sized:
+ *  - every pointer is aligned to 16 bytes (alignof(max_align_t));
+ *  - pa_malloc(0) returns a unique pointer that pa_free accepts;
+ *  - failure (also an overflowing calloc/reallocarray, or a size near
+ *    SIZE_MAX) returns NULL with errno = ENOMEM;
+ *  - pa_realloc(p, 0) with p != NULL frees p and returns NULL (glibc);
+ *    pa_realloc(NULL, n) is pa_malloc(n);
+ *  - pa_posix_memalign returns EINVAL (and leaves *out alone) unless the
+ *    alignment is a power of two multiple of sizeof(void *); pa_aligned_alloc
+ *    and pa_memalign round any other alignment up to a power of two, as
+ *    glibc 2.36 does; alignments up to 1 GiB (and beyond) work;
+ *  - pa_free(NULL) does nothing; pa_free preserves errno;
+ *  - a pointer this heap did not return, an interior pointer or a double free
+ *    prints one line naming the pointer and the fault, then aborts (see
+ *    docs/design.md for which faults are always caught).
+ */
+void *pa_malloc(size_t size);
+void pa_free(void *p);
+void *pa_calloc(size_t n, size_t size);
+void *pa_realloc(void *p, size_t size);
+void *pa_reallocarray(void *p, size_t n, size_t size);
+void *pa_aligned_alloc(size_t alignment, size_t size);
+int pa_posix_memalign(void **out, size_t alignment, size_t size);
+void *pa_memalign(size_t alignment, size_t size);
+void *pa_valloc(size_t size);  /* aligned to the OS page (4096) */
+void *pa_pvalloc(size_t size); /* ditto, size rounded up to OS pages */
+size_t pa_malloc_usable_size(void *p); /* 0 for NULL */
+void pa_free_sized(void *p, size_t size);
+void pa_free_aligned_sized(void *p, size_t alignment, size_t size);
+
+/* glibc's malloc_trim: give the calling thread's object cache back, then
+ * release free heap memory to the OS (keeping `pad` bytes of free pages
+ * resident). Returns 1 if memory was released, else 0. */
+int pa_malloc_trim(size_t pad);
+
+/* Hand the calling thread's object cache back to the central lists. Other
+ * threads' caches are flushed when those threads exit. */
+void pa_thread_cache_flush(void);
+
+/* Size classes: objects up to PA_MALLOC_MAX_SMALL bytes share spans of
+ * objects of one class; larger ones are whole runs of pages. */
+#define PA_MALLOC_MAX_SMALL ((size_t)32768)
+#define PA_MALLOC_MAX_CLASSES 96
+
+struct pa_class_stats {
+	size_t size;    /* bytes per object */
+	size_t spans;   /* spans of this class */
+	size_t pages;   /* their pages */
+	size_t objects; /* live objects: returned by malloc and not freed */
+	size_t cached;  /* free objects held in thread caches */
+	size_t bytes;   /* objects * size */
+};
+
+/*
+ * The heap as the Go runtime's MemStats describes it (seed 000 uses these),
+ * in bytes. Counters are cheap and maintained on slow paths; a figure that
+ * depends on thread caches is exact when no other thread is allocating (take
+ * it after pa_thread_cache_flush in every thread, or after they exit).
+ */
+struct pa_malloc_stats {
+	size_t heap_sys;          /* heap memory obtained from the OS (mapped) */
+	size_t heap_inuse;        /* pages of spans and large objects */
+	size_t heap_alloc;        /* bytes in live objects (class size; large: pages) */
+	size_t heap_idle;         /* heap_sys - heap_inuse: free pages, resident or not */
+	size_t heap_released;     /* free pages returned to the OS */
+	size_t live_objects;      /* small and large objects returned and not freed */
+	size_t cached_bytes;      /* free objects held in thread caches */
+	size_t heap_usage;        /* heap_sys - heap_released (seed 000's heapUsage) */
+	size_t max_fragmentation; /* heap_inuse - heap_alloc (seed 000's maxFragmentation) */
+	size_t large_objects;     /* live objects larger than PA_MALLOC_MAX_SMALL */
+	size_t large_bytes;       /* their pages, in bytes */
+	size_t thread_caches;     /* threads that have an object cache */
+	size_t nclasses;          /* entries of classes[] used (class 0 is unused) */
+	struct pa_class_stats classes[PA_MALLOC_MAX_CLASSES];
+};
+
+/* Fill *out. Returns 0, or -1 (EINVAL) for NULL. */
+int pa_malloc_stats(struct pa_malloc_stats *out);
+
 #ifdef __cplusplus
 }
 #endif
