@@ -241,3 +241,14 @@ void os_block_signals(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_BLOCK, &all, NULL);
 }
+
+uint64_t os_random_seed(void)
+{
+	/* AT_RANDOM: 16 random bytes the kernel put on the initial stack. */
+	const unsigned char *r = (const unsigned char *)getauxval(AT_RANDOM);
+	uint64_t v = 0;
+	if (r != NULL)
+		memcpy(&v, r + 8, sizeof(v));
+	v ^= os_now_ns() * 0x9e3779b97f4a7c15ull;
+	return v;
+}

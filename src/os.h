@@ -64,6 +64,9 @@ void os_block_signals(void);
 /* Write all of buf to stderr (fd 2), retrying short writes. */
 void os_write_stderr(const char *buf, size_t len);
 
+/* 64 unpredictable bits (the kernel's AT_RANDOM bytes mixed with the clock). */
+uint64_t os_random_seed(void);
+
 /* Abort the process (raise SIGABRT, no atexit handlers, no stdio). */
 _Noreturn void os_abort(void);
 

@@ -20,6 +20,7 @@
 #include "pagealloc.h"
 #include "pagecache.h"
 #include "pageheap.h"
+#include "pages.h"
 #include "scavenger.h"
 
 enum { HEAP_UNINIT, HEAP_READY, HEAP_FAILED };
@@ -57,8 +58,19 @@ static void apply_live_config(void)
 
 /* fork(): no allocator lock may be held by a thread that will not exist in
  * the child, so the forking thread takes them all (scavenger, caches, heap). */
+static void (*hook_prepare)(void), (*hook_parent)(void), (*hook_child)(void);
+
+void pages_set_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*child)(void))
+{
+	hook_prepare = prepare;
+	hook_parent = parent;
+	hook_child = child;
+}
+
 static void fork_prepare(void)
 {
+	if (hook_prepare != NULL)
+		hook_prepare();
 	lock_acquire(&default_scav.release_lock);
 	pagecache_own_all(&default_caches);
 	lock_acquire(&default_heap.lock);
@@ -69,6 +81,8 @@ static void fork_parent(void)
 	lock_release(&default_heap.lock);
 	pagecache_release_all(&default_caches);
 	lock_release(&default_scav.release_lock);
+	if (hook_parent != NULL)
+		hook_parent();
 }
 
 static void fork_child(void)
@@ -77,6 +91,8 @@ static void fork_child(void)
 	pagecache_after_fork_child(&default_caches);
 	scav_after_fork_child(&default_scav);
 	__atomic_store_n(&scav_wanted, default_scav.conf.enabled, __ATOMIC_RELAXED);
+	if (hook_child != NULL)
+		hook_child();
 }
 
 static struct pa_pageheap *default_heap_build(void)
@@ -219,4 +235,51 @@ void pa_cache_flush(void)
 {
 	if (__atomic_load_n(&default_state, __ATOMIC_ACQUIRE) == HEAP_READY)
 		pagecache_flush_all(&default_caches);
+}
+
+/* ---- the malloc layer's view (pages.h) ------------------------------------ */
+
+int pages_ready(void)
+{
+	return default_heap_get() != NULL ? 0 : -1;
+}
+
+uintptr_t pages_alloc(size_t npages, size_t *scav)
+{
+	struct pa_pageheap *h = default_heap_get();
+	if (h == NULL) {
+		errno = ENOMEM;
+		return 0;
+	}
+	scav_ensure_started();
+	if (npages < PA_CACHE_MAX_PAGES)
+		return pagecache_alloc(&default_caches, npages, scav);
+	return pageheap_alloc(h, npages, scav);
+}
+
+void pages_free(uintptr_t addr, size_t npages)
+{
+	pa_pages_free((void *)addr, npages);
+}
+
+int pages_release_zeroes(void)
+{
+	return __atomic_load_n(&default_scav.conf.lazy, __ATOMIC_RELAXED) == 0;
+}
+
+void pages_totals(size_t *mapped, size_t *released, size_t *inuse_outside_caches)
+{
+	*mapped = *released = *inuse_outside_caches = 0;
+	struct pa_pageheap *h = default_heap_get();
+	if (h == NULL)
+		return;
+	lock_acquire(&h->lock);
+	size_t inuse = h->inuse_pages;
+	*mapped = h->mapped_pages * PA_PAGE_SIZE;
+	*released = h->scav_pages * PA_PAGE_SIZE;
+	lock_release(&h->lock);
+	struct pa_pagecache_stats cs;
+	pagecache_stats(&default_caches, &cs);
+	size_t cached = cs.cached_pages + cs.queued_pages;
+	*inuse_outside_caches = (inuse > cached ? inuse - cached : 0) * PA_PAGE_SIZE;
 }

@@ -1,0 +1,185 @@
+/*
+ * cache.c — per-thread object caches, their slow paths, thread exit and
+ * the registry (cache.h).
+ */
+#include <errno.h>
+#include <pthread.h>
+
+#include "cache.h"
+#include "central.h"
+#include "lock.h"
+#include "meta.h"
+
+struct pa_tcache cache_empty;
+/* A thread whose cache was handed back at exit: bound 0, like cache_empty,
+ * but its slow paths do not build a new cache. */
+static struct pa_tcache cache_gone;
+
+__thread struct pa_tcache *cache_self
+    __attribute__((tls_model("initial-exec"))) = &cache_empty;
+
+static struct pa_meta_pool cache_pool = PA_META_POOL_INIT(sizeof(struct pa_tcache));
+static pa_lock registry_lock = PA_LOCK_INIT;
+static struct pa_tcache *registry; /* under registry_lock */
+static size_t registry_len;        /* under registry_lock */
+static pthread_key_t exit_key;
+
+static void list_give_all(unsigned cls, struct pa_tc_list *l)
+{
+	if (l->count == 0)
+		return;
+	central_give(cls, l->head, l->count);
+	l->head = NULL;
+	__atomic_store_n(&l->count, 0, __ATOMIC_RELAXED);
+}
+
+static void cache_release(struct pa_tcache *tc)
+{
+	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
+		list_give_all(cls, &tc->lists[cls]);
+}
+
+static void thread_exit(void *arg)
+{
+	struct pa_tcache *tc = arg;
+	cache_self = &cache_gone;
+	cache_release(tc);
+	lock_acquire(&registry_lock);
+	*tc->prevnext = tc->next;
+	if (tc->next != NULL)
+		tc->next->prevnext = tc->prevnext;
+	registry_len--;
+	lock_release(&registry_lock);
+	meta_free(&cache_pool, tc);
+}
+
+int cache_global_init(void)
+{
+	return pthread_key_create(&exit_key, thread_exit) == 0 ? 0 : -1;
+}
+
+/* Build the calling thread's cache; NULL when out of memory or exiting. */
+static struct pa_tcache *cache_build(void)
+{
+	if (cache_self == &cache_gone)
+		return NULL;
+	struct pa_tcache *tc = meta_alloc(&cache_pool);
+	if (tc == NULL)
+		return NULL;
+	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
+		tc->lists[cls].max = 2 * cache_batch(cls);
+	lock_acquire(&registry_lock);
+	tc->next = registry;
+	if (tc->next != NULL)
+		tc->next->prevnext = &tc->next;
+	tc->prevnext = &registry;
+	registry = tc;
+	registry_len++;
+	lock_release(&registry_lock);
+	/* Key numbers below PTHREAD_KEY_2NDLEVEL_SIZE (32) use storage inside
+	 * the thread descriptor: no allocation. */
+	pthread_setspecific(exit_key, tc);
+	cache_self = tc;
+	return tc;
+}
+
+void *cache_alloc_slow(unsigned cls)
+{
+	struct pa_tcache *tc = cache_self;
+	if (tc == &cache_empty)
+		tc = cache_build();
+	void *head;
+	if (tc == NULL || tc == &cache_gone) {
+		/* No cache: one object straight from the central list. */
+		if (central_take(cls, 1, &head) == 0)
+			return NULL;
+		((void **)head)[1] = NULL;
+		return head;
+	}
+	struct pa_tc_list *l = &tc->lists[cls];
+	unsigned n = central_take(cls, cache_batch(cls), &head);
+	if (n == 0)
+		return NULL;
+	void **o = head;
+	l->head = o[0];
+	__atomic_store_n(&l->count, n - 1, __ATOMIC_RELAXED);
+	o[1] = NULL;
+	return o;
+}
+
+void cache_free_slow(unsigned cls, void *p)
+{
+	struct pa_tcache *tc = cache_self;
+	if (tc == &cache_empty)
+		tc = cache_build();
+	void **o = p;
+	if (tc == NULL || tc == &cache_gone) {
+		o[0] = NULL;
+		central_give(cls, o, 1);
+		return;
+	}
+	struct pa_tc_list *l = &tc->lists[cls];
+	o[0] = l->head;
+	l->head = o;
+	uint32_t count = l->count + 1;
+	if (count > l->max) {
+		/* Give the first batch back (one walk of `batch` links). */
+		unsigned n = cache_batch(cls);
+		void **last = l->head;
+		for (unsigned k = 1; k < n; k++)
+			last = last[0];
+		void *rest = last[0];
+		last[0] = NULL;
+		central_give(cls, l->head, n);
+		l->head = rest;
+		count -= n;
+	}
+	__atomic_store_n(&l->count, count, __ATOMIC_RELAXED);
+}
+
+void cache_flush_self(void)
+{
+	struct pa_tcache *tc = cache_self;
+	if (tc != &cache_empty && tc != &cache_gone)
+		cache_release(tc);
+}
+
+void cache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *ncaches)
+{
+	for (unsigned cls = 0; cls < PA_SC_NUM_CLASSES; cls++)
+		held[cls] = 0;
+	lock_acquire(&registry_lock);
+	for (struct pa_tcache *tc = registry; tc != NULL; tc = tc->next)
+		for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
+			held[cls] += __atomic_load_n(&tc->lists[cls].count, __ATOMIC_RELAXED);
+	*ncaches = registry_len;
+	lock_release(&registry_lock);
+}
+
+void cache_fork_prepare(void)
+{
+	lock_acquire(&registry_lock);
+	lock_acquire(&cache_pool.lock);
+}
+
+void cache_fork_parent(void)
+{
+	lock_release(&cache_pool.lock);
+	lock_release(&registry_lock);
+}
+
+void cache_fork_child(void)
+{
+	lock_init(&cache_pool.lock);
+	lock_init(&registry_lock);
+	/* Only the forking thread exists: keep its cache, forget the others. */
+	struct pa_tcache *self = cache_self;
+	registry = NULL;
+	registry_len = 0;
+	if (self != &cache_empty && self != &cache_gone) {
+		self->next = NULL;
+		self->prevnext = &registry;
+		registry = self;
+		registry_len = 1;
+	}
+}

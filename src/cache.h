@@ -1,0 +1,80 @@
+/*
+ * cache.h — per-thread object caches: the malloc fast path.
+ *
+ * Each thread that allocates owns a struct pa_tcache: per size class, a
+ * singly linked list of free objects (linked through their first word) with
+ * a count and a bound. pa_malloc pops, pa_free pushes: no lock, no atomic
+ * read-modify-write, nothing shared written. An empty list refills with a
+ * batch from the class's central list; a list over its bound gives a batch
+ * back (central.h). Bounds: a batch is 16 KiB worth of objects, at least 1
+ * and at most 32; a list holds at most two batches. See docs/design.md for
+ * why per-thread caches and not per-CPU ones.
+ *
+ * The thread's cache pointer is initial-exec TLS (8 bytes: the only
+ * thread-local state of the allocator). Until the thread's first slow path
+ * it points to cache_empty, whose lists are empty with bound 0, so both
+ * fast paths miss without a test for "no cache yet"; the slow path then
+ * builds the thread's cache. When the thread exits (a pthread key
+ * destructor) its objects go back to the central lists and the pointer is
+ * set to cache_gone: the thread's remaining mallocs and frees (in later
+ * destructors) go straight to the central lists.
+ *
+ * Concurrency: a cache is written only by its thread. The counts are
+ * written with relaxed atomic stores and read, racily, by pa_malloc_stats
+ * through the registry of caches (a list under its own lock).
+ */
+#ifndef PA_CACHE_H
+#define PA_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sizeclass_table.h"
+
+struct pa_tc_list {
+	void *head;
+	uint32_t count; /* objects on the list */
+	uint32_t max;   /* give a batch back when count would exceed it */
+};
+
+struct pa_tcache {
+	struct pa_tc_list lists[PA_SC_NUM_CLASSES];
+	/* Registry links, under the registry lock. */
+	struct pa_tcache *next, **prevnext;
+};
+
+extern struct pa_tcache cache_empty;
+extern __thread struct pa_tcache *cache_self __attribute__((tls_model("initial-exec")));
+
+/* Objects per batch moved between a thread cache and the central list. */
+static inline unsigned cache_batch(unsigned cls)
+{
+	unsigned n = (unsigned)(16384 / pa_sizeclasses[cls].size);
+	return n < 1 ? 1 : n > 32 ? 32 : n;
+}
+
+/* The list of cls was empty: refill it and return one object, or NULL
+ * (errno = ENOMEM). */
+void *cache_alloc_slow(unsigned cls);
+
+/* The list of cls is full (or there is no cache yet): push p, which
+ * pa_free has checked, giving a batch back if needed. */
+void cache_free_slow(unsigned cls, void *p);
+
+/* Give every object of the calling thread's cache back. */
+void cache_flush_self(void);
+
+/* Sum of objects held, per class, over every cache; and how many caches. */
+void cache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *ncaches);
+
+/* fork: the registry lock (prepare/parent), and in the child drop the
+ * caches of threads that do not exist there (their objects are lost to
+ * the child, as glibc's tcache entries are). */
+void cache_fork_prepare(void);
+void cache_fork_parent(void);
+void cache_fork_child(void);
+
+/* Called once by malloc init (pthread key for thread exit). 0 or -1. */
+int cache_global_init(void);
+
+#endif

@@ -1,0 +1,423 @@
+/*
+ * malloc.c — the pa_ malloc family and its exact glibc 2.36 / POSIX / C23
+ * semantics, on top of the size classes (sizeclass_table.h), thread caches
+ * (cache.h), central lists (central.h) and the page heap (pages.h).
+ *
+ *   pa_malloc(n) ── n <= 32 KiB ──► class ─► this thread's list ─pop─► object
+ *        │                                        └─ empty: cache_alloc_slow (central batch)
+ *        └─ larger ──► large_alloc: whole pages (pages.h), span record, page map
+ *   pa_free(p) ── page map ─► span ─► class 0? large_free : checks ─► push on the list
+ *                                                       └─ full: cache_free_slow (central batch)
+ *
+ * Checks on every pa_free, before the object joins a list: the page map
+ * knows the address (else: foreign pointer), the address starts an object of
+ * its span (else: interior pointer), the span's alloc bit is set and the
+ * object's second word is not its free-key (else: double free). Messages
+ * name the C function ("free", "realloc", ...), as the preload exports them.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cache.h"
+#include "central.h"
+#include "lock.h"
+#include "malloc_internal.h"
+#include "os.h"
+#include "pagealloc.h"
+#include "pagemap.h"
+#include "pages.h"
+#include "span.h"
+
+/* ---- initialisation -------------------------------------------------------- */
+
+enum { MALLOC_UNINIT, MALLOC_READY, MALLOC_FAILED };
+static int malloc_state; /* written under init_lock, read with acquire */
+static pa_lock init_lock = PA_LOCK_INIT;
+
+static void fork_prepare(void)
+{
+	central_lock_all();
+	cache_fork_prepare();
+	span_fork(PA_FORK_PREPARE);
+}
+
+static void fork_parent(void)
+{
+	span_fork(PA_FORK_PARENT);
+	cache_fork_parent();
+	central_unlock_all();
+}
+
+static void fork_child(void)
+{
+	span_fork(PA_FORK_CHILD);
+	cache_fork_child();
+	central_reset_locks();
+}
+
+static int __attribute__((noinline)) malloc_init(void)
+{
+	if (pages_ready() != 0)
+		return -1;
+	lock_acquire(&init_lock);
+	if (malloc_state == MALLOC_UNINIT) {
+		int state = MALLOC_FAILED;
+		if (cache_global_init() == 0) {
+			span_key_secret = (uintptr_t)os_random_seed();
+			pages_set_fork_hooks(fork_prepare, fork_parent, fork_child);
+			state = MALLOC_READY;
+		}
+		__atomic_store_n(&malloc_state, state, __ATOMIC_RELEASE);
+	}
+	lock_release(&init_lock);
+	return malloc_state == MALLOC_READY ? 0 : -1;
+}
+
+static inline int malloc_ready(void)
+{
+	if (__builtin_expect(__atomic_load_n(&malloc_state, __ATOMIC_ACQUIRE) == MALLOC_READY, 1))
+		return 0;
+	return malloc_init();
+}
+
+/* ---- large objects ------------------------------------------------------- */
+
+/* Live large objects and their pages; atomics (large paths only). */
+size_t large_live_objects, large_live_pages;
+
+/* The largest run we try for: more than any 48-bit address space holds. */
+#define LARGE_MAX_PAGES ((size_t)1 << (PA_ADDR_BITS - PA_PAGE_SHIFT))
+
+/* n bytes in whole pages, at an `align`-aligned address (a power of two);
+ * with zero, the first n bytes read as zero. */
+static void *large_alloc(size_t n, size_t align, int zero)
+{
+	size_t npages = (n >> PA_PAGE_SHIFT) + ((n & (PA_PAGE_SIZE - 1)) != 0);
+	size_t extra = align > PA_PAGE_SIZE ? (align >> PA_PAGE_SHIFT) - 1 : 0;
+	if (npages == 0)
+		npages = 1;
+	if (n > PTRDIFF_MAX || npages > LARGE_MAX_PAGES || extra > LARGE_MAX_PAGES ||
+	    malloc_ready() != 0)
+		goto nomem;
+	struct pa_span *s = span_new();
+	if (s == NULL)
+		goto nomem;
+	size_t scav = 0, total = npages + extra;
+	uintptr_t raw = pages_alloc(total, &scav);
+	if (raw == 0) {
+		span_delete(s);
+		goto nomem;
+	}
+	uintptr_t base = PA_ALIGN_UP(raw, align), end = base + npages * PA_PAGE_SIZE;
+	if (base > raw)
+		pages_free(raw, (base - raw) >> PA_PAGE_SHIFT);
+	if (raw + total * PA_PAGE_SIZE > end)
+		pages_free(end, (raw + total * PA_PAGE_SIZE - end) >> PA_PAGE_SHIFT);
+	s->base = base;
+	s->npages = npages;
+	if (pagemap_set(base, 1, s) != 0) {
+		pages_free(base, npages);
+		span_delete(s);
+		goto nomem;
+	}
+	__atomic_add_fetch(&large_live_objects, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&large_live_pages, npages, __ATOMIC_RELAXED);
+	/* Pages the kernel just zeroed need no memset: only when all of the
+	 * run was released (we do not know which pages were). */
+	if (zero && !(scav == total && pages_release_zeroes()))
+		memset((void *)base, 0, n);
+	return (void *)base;
+nomem:
+	errno = ENOMEM;
+	return NULL;
+}
+
+static void large_free(struct pa_span *s)
+{
+	size_t npages = s->npages;
+	uintptr_t base = s->base;
+	pagemap_set(base, 1, NULL);
+	span_delete(s);
+	__atomic_sub_fetch(&large_live_objects, 1, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&large_live_pages, npages, __ATOMIC_RELAXED);
+	pages_free(base, npages);
+}
+
+/* ---- small objects ------------------------------------------------------- */
+
+static void *__attribute__((noinline)) small_alloc_slow(unsigned cls)
+{
+	if (malloc_ready() != 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return cache_alloc_slow(cls);
+}
+
+static inline void *small_alloc(unsigned cls)
+{
+	struct pa_tc_list *l = &cache_self->lists[cls];
+	void **o = l->head;
+	if (__builtin_expect(o != NULL, 1)) {
+		l->head = o[0];
+		__atomic_store_n(&l->count, l->count - 1, __ATOMIC_RELAXED);
+		o[1] = NULL; /* the free-key: this block is live now */
+		return o;
+	}
+	return small_alloc_slow(cls);
+}
+
+static void __attribute__((noinline)) small_free_slow(unsigned cls, void *p)
+{
+	int saved = errno;
+	cache_free_slow(cls, p);
+	errno = saved;
+}
+
+/* ---- checking a pointer -------------------------------------------------- */
+
+/* The span of live block p, after the checks every free makes; reports a
+ * bad pointer under the name of `func` and aborts. */
+static inline struct pa_span *block_span(const char *func, void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+	struct pa_span *s = pagemap_lookup(a);
+	if (__builtin_expect(s == NULL, 0))
+		span_report(func, p, PA_OBJ_FOREIGN);
+	if (s->cls == 0) {
+		if (a != s->base)
+			span_report(func, p, PA_OBJ_INTERIOR);
+		return s;
+	}
+	int exact;
+	unsigned i = span_index(s, a, &exact);
+	if (__builtin_expect(!exact, 0))
+		span_report(func, p, PA_OBJ_INTERIOR);
+	if (__builtin_expect(!span_bit(s, i) || ((void **)p)[1] == (void *)span_free_key(p), 0))
+		span_report(func, p, PA_OBJ_DOUBLE_FREE);
+	return s;
+}
+
+static inline size_t span_usable(const struct pa_span *s)
+{
+	return s->cls != 0 ? s->size : s->npages * PA_PAGE_SIZE;
+}
+
+static inline void free_block(struct pa_span *s, void *p)
+{
+	unsigned cls = s->cls;
+	if (__builtin_expect(cls == 0, 0)) {
+		int saved = errno;
+		large_free(s);
+		errno = saved;
+		return;
+	}
+	void **o = p;
+	struct pa_tc_list *l = &cache_self->lists[cls];
+	o[1] = (void *)span_free_key(p);
+	if (__builtin_expect(l->count >= l->max, 0)) {
+		small_free_slow(cls, p);
+		return;
+	}
+	o[0] = l->head;
+	l->head = o;
+	__atomic_store_n(&l->count, l->count + 1, __ATOMIC_RELAXED);
+}
+
+/* ---- the API ------------------------------------------------------------- */
+
+void *pa_malloc(size_t n)
+{
+	if (__builtin_expect(n <= PA_SC_MAX_SMALL, 1))
+		return small_alloc(pa_size_to_class(n));
+	return large_alloc(n, PA_PAGE_SIZE, 0);
+}
+
+void pa_free(void *p)
+{
+	if (p == NULL)
+		return;
+	free_block(block_span("free", p), p);
+}
+
+void pa_free_sized(void *p, size_t size)
+{
+	if (p == NULL)
+		return;
+	struct pa_span *s = block_span("free_sized", p);
+	if (size > span_usable(s))
+		span_report("free_sized", p, PA_OBJ_BAD_SIZE);
+	free_block(s, p);
+}
+
+void pa_free_aligned_sized(void *p, size_t alignment, size_t size)
+{
+	if (p == NULL)
+		return;
+	struct pa_span *s = block_span("free_aligned_sized", p);
+	if (size > span_usable(s))
+		span_report("free_aligned_sized", p, PA_OBJ_BAD_SIZE);
+	if (alignment != 0 && ((uintptr_t)p & (alignment - 1)) != 0)
+		span_report("free_aligned_sized", p, PA_OBJ_BAD_ALIGN);
+	free_block(s, p);
+}
+
+void *pa_calloc(size_t n, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (total > PA_SC_MAX_SMALL)
+		return large_alloc(total, PA_PAGE_SIZE, 1);
+	void *p = small_alloc(pa_size_to_class(total));
+	if (p != NULL)
+		memset(p, 0, total);
+	return p;
+}
+
+/* Power-of-two alignment > 16: a class whose size is a multiple of the
+ * alignment (spans are page-aligned, so its objects are aligned), else
+ * whole pages at an aligned address. */
+static void *aligned_alloc_pow2(size_t align, size_t n)
+{
+	if (align <= 16)
+		return pa_malloc(n);
+	if (align <= PA_PAGE_SIZE && n <= PA_SC_MAX_SMALL) {
+		unsigned cls = pa_size_to_class(n < align ? align : n);
+		while (cls < PA_SC_NUM_CLASSES && pa_sizeclasses[cls].size % align != 0)
+			cls++;
+		if (cls < PA_SC_NUM_CLASSES)
+			return small_alloc(cls);
+	}
+	return large_alloc(n, align, 0);
+}
+
+/* glibc 2.36's _mid_memalign: alignments up to 16 are malloc's, others are
+ * rounded up to a power of two; more than SIZE_MAX / 2 + 1 is EINVAL. */
+void *pa_memalign(size_t alignment, size_t size)
+{
+	if (alignment <= 16)
+		return pa_malloc(size);
+	if (alignment > SIZE_MAX / 2 + 1) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if ((alignment & (alignment - 1)) != 0) {
+		size_t a = 32;
+		while (a < alignment)
+			a <<= 1;
+		alignment = a;
+	}
+	return aligned_alloc_pow2(alignment, size);
+}
+
+/* glibc 2.36 makes aligned_alloc an alias of memalign (the power-of-two
+ * check came in 2.38). */
+void *pa_aligned_alloc(size_t alignment, size_t size)
+{
+	return pa_memalign(alignment, size);
+}
+
+int pa_posix_memalign(void **out, size_t alignment, size_t size)
+{
+	if (alignment % sizeof(void *) != 0 || alignment == 0 ||
+	    ((alignment / sizeof(void *)) & (alignment / sizeof(void *) - 1)) != 0)
+		return EINVAL;
+	void *p = pa_memalign(alignment, size);
+	if (p == NULL)
+		return ENOMEM;
+	*out = p;
+	return 0;
+}
+
+#define OS_PAGE ((size_t)4096)
+
+void *pa_valloc(size_t size)
+{
+	return pa_memalign(OS_PAGE, size);
+}
+
+void *pa_pvalloc(size_t size)
+{
+	size_t rounded;
+	if (__builtin_add_overflow(size, OS_PAGE - 1, &rounded)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return pa_memalign(OS_PAGE, rounded & ~(OS_PAGE - 1));
+}
+
+size_t pa_malloc_usable_size(void *p)
+{
+	if (p == NULL)
+		return 0;
+	return span_usable(block_span("malloc_usable_size", p));
+}
+
+/* Can the block of span s hold n bytes where it is? Shrinking a small
+ * block to half its size or less moves it, so memory follows the size. */
+static int fits_in_place(const struct pa_span *s, size_t n)
+{
+	if (s->cls != 0)
+		return n <= s->size && (n > s->size / 2 || s->cls == 1);
+	return n > PA_SC_MAX_SMALL && n <= s->npages * PA_PAGE_SIZE;
+}
+
+void *pa_realloc(void *p, size_t n)
+{
+	if (p == NULL)
+		return pa_malloc(n);
+	if (n == 0) {
+		pa_free(p);
+		return NULL;
+	}
+	struct pa_span *s = block_span("realloc", p);
+	if (fits_in_place(s, n)) {
+		size_t keep = (n >> PA_PAGE_SHIFT) + ((n & (PA_PAGE_SIZE - 1)) != 0);
+		if (s->cls == 0 && keep < s->npages) {
+			/* Shrink a large block: its tail pages go back. */
+			size_t tail = s->npages - keep;
+			s->npages = keep;
+			__atomic_sub_fetch(&large_live_pages, tail, __ATOMIC_RELAXED);
+			pages_free(s->base + keep * PA_PAGE_SIZE, tail);
+		}
+		return p;
+	}
+	void *q = pa_malloc(n);
+	if (q == NULL)
+		return NULL;
+	size_t old = span_usable(s);
+	memcpy(q, p, old < n ? old : n);
+	free_block(s, p);
+	return q;
+}
+
+void *pa_reallocarray(void *p, size_t n, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return pa_realloc(p, total);
+}
+
+void pa_thread_cache_flush(void)
+{
+	cache_flush_self();
+}
+
+int pa_malloc_trim(size_t pad)
+{
+	cache_flush_self();
+	pa_cache_flush();
+	size_t mapped, released, inuse;
+	pages_totals(&mapped, &released, &inuse);
+	size_t free_resident = mapped - released - inuse;
+	if (free_resident <= pad)
+		return 0;
+	return pa_scavenge(pad == 0 ? 0 : free_resident - pad) > 0;
+}

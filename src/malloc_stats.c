@@ -1,0 +1,63 @@
+/*
+ * malloc_stats.c — pa_malloc_stats: the heap in the Go runtime's terms.
+ *
+ * Nothing here is counted on a fast path. Per class, the central list knows
+ * its spans and how many objects are out of them (`out`: in thread caches or
+ * live); the caches' registry knows how many each cache holds; live objects
+ * are the difference. Large objects are counted on their own (slow) paths.
+ * The page heap's figures come from pages.h.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "cache.h"
+#include "central.h"
+#include "layout.h"
+#include "malloc_internal.h"
+#include "pagealloc.h"
+#include "pages.h"
+
+_Static_assert(PA_SC_NUM_CLASSES <= PA_MALLOC_MAX_CLASSES, "pa_malloc_stats has room for every class");
+_Static_assert(PA_SC_MAX_SMALL == PA_MALLOC_MAX_SMALL, "the public bound matches the table");
+
+int pa_malloc_stats(struct pa_malloc_stats *out)
+{
+	if (out == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	memset(out, 0, sizeof(*out));
+	size_t held[PA_SC_NUM_CLASSES], ncaches;
+	cache_totals(held, &ncaches);
+	out->thread_caches = ncaches;
+	out->nclasses = PA_SC_NUM_CLASSES;
+	size_t small_pages = 0;
+	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
+		struct pa_central *c = &central[cls];
+		struct pa_class_stats *k = &out->classes[cls];
+		lock_acquire(&c->lock);
+		size_t spans = c->spans, objects_out = c->out;
+		lock_release(&c->lock);
+		k->size = pa_sizeclasses[cls].size;
+		k->spans = spans;
+		k->pages = spans * pa_sizeclasses[cls].pages;
+		k->cached = held[cls] < objects_out ? held[cls] : objects_out;
+		k->objects = objects_out - k->cached;
+		k->bytes = k->objects * k->size;
+		small_pages += k->pages;
+		out->live_objects += k->objects;
+		out->heap_alloc += k->bytes;
+		out->cached_bytes += k->cached * k->size;
+	}
+	out->large_objects = __atomic_load_n(&large_live_objects, __ATOMIC_RELAXED);
+	out->large_bytes = __atomic_load_n(&large_live_pages, __ATOMIC_RELAXED) * PA_PAGE_SIZE;
+	out->live_objects += out->large_objects;
+	out->heap_alloc += out->large_bytes;
+	out->heap_inuse = small_pages * PA_PAGE_SIZE + out->large_bytes;
+	size_t inuse_pages_outside_caches;
+	pages_totals(&out->heap_sys, &out->heap_released, &inuse_pages_outside_caches);
+	out->heap_idle = out->heap_sys > out->heap_inuse ? out->heap_sys - out->heap_inuse : 0;
+	out->heap_usage = out->heap_sys - out->heap_released;
+	out->max_fragmentation = out->heap_inuse - out->heap_alloc;
+	return 0;
+}

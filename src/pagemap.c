@@ -1,0 +1,59 @@
+/*
+ * pagemap.c — the span map (pagemap.h).
+ */
+#include <errno.h>
+
+#include "lock.h"
+#include "os.h"
+#include "pagemap.h"
+
+struct pa_span **pagemap_root[PA_PAGEMAP_ROOT_LEN];
+pa_lock pagemap_leaf_lock = PA_LOCK_INIT;
+static size_t leaves;                    /* committed, under pagemap_leaf_lock */
+
+#define LEAF_BYTES (PA_PAGEMAP_LEAF_LEN * sizeof(struct pa_span *))
+
+static struct pa_span **leaf_get(uintptr_t r)
+{
+	struct pa_span **leaf = __atomic_load_n(&pagemap_root[r], __ATOMIC_ACQUIRE);
+	if (leaf != NULL)
+		return leaf;
+	lock_acquire(&pagemap_leaf_lock);
+	leaf = pagemap_root[r];
+	if (leaf == NULL) {
+		void *m = os_reserve(LEAF_BYTES, os_page_size(), 0);
+		if (m != NULL && os_commit(m, LEAF_BYTES) != 0) {
+			os_unmap(m, LEAF_BYTES);
+			m = NULL;
+		}
+		if (m != NULL) {
+			leaf = m;
+			leaves++;
+			__atomic_store_n(&pagemap_root[r], leaf, __ATOMIC_RELEASE);
+		}
+	}
+	lock_release(&pagemap_leaf_lock);
+	if (leaf == NULL)
+		errno = ENOMEM;
+	return leaf;
+}
+
+int pagemap_set(uintptr_t base, size_t npages, struct pa_span *s)
+{
+	for (size_t i = 0; i < npages;) {
+		uintptr_t a = base + i * PA_PAGE_SIZE;
+		uintptr_t r = a >> PA_PAGEMAP_LEAF_SHIFT;
+		struct pa_span **leaf = s != NULL ? leaf_get(r) : pagemap_root[r];
+		if (leaf == NULL)
+			return s != NULL ? -1 : 0;
+		size_t j = (a >> PA_PAGE_SHIFT) & (PA_PAGEMAP_LEAF_LEN - 1);
+		for (; j < PA_PAGEMAP_LEAF_LEN && i < npages; j++, i++)
+			__atomic_store_n(&leaf[j], s, __ATOMIC_RELAXED);
+	}
+	return 0;
+}
+
+size_t pagemap_committed_bytes(void)
+{
+	return __atomic_load_n(&leaves, __ATOMIC_RELAXED) * LEAF_BYTES;
+}

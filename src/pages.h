@@ -1,0 +1,38 @@
+/*
+ * pages.h — the process-wide default page heap as the malloc layer sees it.
+ *
+ * pages.c owns the default heap, its per-CPU page caches and its scavenger.
+ * The malloc layer (span.c, malloc.c) takes runs of pages through here:
+ * runs of fewer than PA_CACHE_MAX_PAGES pages through the calling CPU's page
+ * cache, longer ones from the heap under its lock. Nothing here allocates.
+ */
+#ifndef PA_PAGES_H
+#define PA_PAGES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Build the default heap if needed. 0, or -1 when it cannot be built. */
+int pages_ready(void);
+
+/* npages contiguous pages, or 0 (errno = ENOMEM). *scav (if non-NULL) gets
+ * how many of them were released to the OS and read as zero. */
+uintptr_t pages_alloc(size_t npages, size_t *scav);
+
+/* Free a run that pages_alloc returned (or a sub-run of one). A bad range
+ * aborts with the page heap's one-line message. */
+void pages_free(uintptr_t addr, size_t npages);
+
+/* 1 when released pages read as zero (release=dontneed), else 0. */
+int pages_release_zeroes(void);
+
+/* Bytes of heap memory: mapped, and of those released to the OS, and the
+ * page heap's count of allocated pages minus what the per-CPU page caches
+ * hold (pages in spans and large objects, when nothing else uses pa_pages). */
+void pages_totals(size_t *mapped, size_t *released, size_t *inuse_outside_caches);
+
+/* Register fork handlers that run around the page heap's own: the malloc
+ * layer's locks are taken before the heap's and reset after. */
+void pages_set_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*child)(void));
+
+#endif

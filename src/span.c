@@ -1,0 +1,115 @@
+/*
+ * span.c — span descriptors, their setup, and the message for a bad pointer.
+ */
+#include <string.h>
+
+#include "malloc_internal.h"
+#include "meta.h"
+#include "msg.h"
+#include "os.h"
+#include "pagemap.h"
+#include "span.h"
+
+uintptr_t span_key_secret;
+
+static struct pa_meta_pool span_pool = PA_META_POOL_INIT(sizeof(struct pa_span));
+
+struct pa_span *span_new(void)
+{
+	return meta_alloc(&span_pool);
+}
+
+void span_delete(struct pa_span *s)
+{
+	meta_free(&span_pool, s);
+}
+
+int span_init_small(struct pa_span *s, unsigned cls, uintptr_t base)
+{
+	const struct pa_sizeclass *c = &pa_sizeclasses[cls];
+	s->base = base;
+	s->npages = c->pages;
+	s->size = c->size;
+	s->magic = c->div_magic;
+	s->cls = (uint16_t)cls;
+	s->objects = c->objects;
+	s->nfree = c->objects;
+	s->bump = 0;
+	s->free = NULL;
+	s->next = NULL;
+	s->prevnext = NULL;
+	memset(s->alloc, 0, sizeof(s->alloc));
+	return pagemap_set(base, s->npages, s);
+}
+
+void span_meta_stats(size_t *mapped, size_t *live)
+{
+	lock_acquire(&span_pool.lock);
+	*mapped = span_pool.mapped;
+	*live = span_pool.live;
+	lock_release(&span_pool.lock);
+}
+
+void span_fork(enum pa_fork_phase phase)
+{
+	switch (phase) {
+	case PA_FORK_PREPARE:
+		lock_acquire(&span_pool.lock);
+		lock_acquire(&pagemap_leaf_lock);
+		break;
+	case PA_FORK_PARENT:
+		lock_release(&pagemap_leaf_lock);
+		lock_release(&span_pool.lock);
+		break;
+	case PA_FORK_CHILD:
+		lock_init(&pagemap_leaf_lock);
+		lock_init(&span_pool.lock);
+		break;
+	}
+}
+
+static const char *fault_text(enum pa_obj_fault f)
+{
+	switch (f) {
+	case PA_OBJ_FOREIGN:
+		return "not a live block of this heap (foreign pointer, or freed already)";
+	case PA_OBJ_INTERIOR:
+		return "points inside a block, not at its start (interior pointer)";
+	case PA_OBJ_DOUBLE_FREE:
+		return "block is already free (double free)";
+	case PA_OBJ_BAD_SIZE:
+		return "size is larger than the block (wrong size)";
+	case PA_OBJ_BAD_ALIGN:
+		return "block does not have that alignment (wrong alignment)";
+	}
+	return "bad pointer";
+}
+
+/* Is p inside a large object whose first page lies below it? The page map
+ * maps only a large object's first page: look down page by page (a slow
+ * search, run only to name a fault). */
+static int inside_large(uintptr_t p)
+{
+	uintptr_t page = p & ~(PA_PAGE_SIZE - 1);
+	for (size_t k = 1; k <= PA_PAGEMAP_LEAF_LEN && page >= k * PA_PAGE_SIZE; k++) {
+		struct pa_span *s = pagemap_lookup(page - k * PA_PAGE_SIZE);
+		if (s != NULL)
+			return s->cls == 0 && p < s->base + s->npages * PA_PAGE_SIZE;
+	}
+	return 0;
+}
+
+_Noreturn void span_report(const char *func, const void *p, enum pa_obj_fault f)
+{
+	if (f == PA_OBJ_FOREIGN && p != NULL && inside_large((uintptr_t)p))
+		f = PA_OBJ_INTERIOR;
+	struct pa_msg m;
+	msg_begin(&m);
+	msg_str(&m, func);
+	msg_str(&m, "(");
+	msg_hex(&m, (uintptr_t)p);
+	msg_str(&m, "): ");
+	msg_str(&m, fault_text(f));
+	msg_end(&m);
+	os_abort();
+}

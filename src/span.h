@@ -1,0 +1,117 @@
+/*
+ * span.h — spans: runs of heap pages that hold objects of one size class,
+ * or one large object.
+ *
+ * A small-object span of class c is pa_sizeclasses[c].pages pages holding
+ * `objects` objects of `size` bytes at base + i * size (the tail waste after
+ * the last object belongs to no object). Its descriptor lives outside the
+ * heap (meta.h) and is found from any address of its pages by the page map.
+ *
+ * Each object is in exactly one of three places:
+ *   - in the span: never handed out (index >= bump) or on the span's free
+ *     list; its bit in `alloc` is 0;
+ *   - in a thread cache (cache.h), or
+ *   - in the program's hands; in these two its `alloc` bit is 1.
+ * So nfree = objects - popcount(alloc), and a free of an object whose bit
+ * is 0 is a double free (or a pointer that was never handed out), caught
+ * wherever the bit is read: on every pa_free, and again when an object
+ * returns to its span.
+ *
+ * A freed object's first word links it into a cache or span free list; its
+ * second word holds span_free_key(p) (a per-process secret mixed with its
+ * address) until it is handed out again, when the allocator clears it. A
+ * pa_free that finds the key in place has found a block already freed into
+ * some cache: a double free, caught without looking at any other thread.
+ *
+ * A large object (class 0) is one run of `npages` pages at `base`; the
+ * page map maps its first page only.
+ *
+ * Locking: the fields below `next` change only under the central lock of
+ * the span's class (central.h), or, for a large span, belong to the thread
+ * that allocated or frees the object. `alloc` words are written with atomic
+ * stores under that lock and read without it by pa_free's bit check.
+ */
+#ifndef PA_SPAN_H
+#define PA_SPAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "sizeclass_table.h"
+
+#define PA_SPAN_ALLOC_WORDS ((PA_SC_MAX_OBJECTS + 63) / 64)
+
+struct pa_span {
+	uintptr_t base;  /* first page */
+	size_t npages;   /* pages of the span */
+	uint32_t size;   /* bytes per object (large: 0) */
+	uint32_t magic;  /* pa_sizeclasses[cls].div_magic: index = off * magic >> 32 */
+	uint16_t cls;    /* size class; 0 for a large object */
+	uint16_t objects;
+	/* Under the central lock of cls. */
+	uint16_t nfree;            /* objects in the span: free list + never handed out */
+	uint16_t bump;             /* objects at index >= bump were never handed out */
+	void *free;                /* objects returned to the span, linked by first word */
+	struct pa_span *next;      /* central partial list */
+	struct pa_span **prevnext; /* where the pointer to this span is (NULL: not listed) */
+	uint64_t alloc[PA_SPAN_ALLOC_WORDS];
+};
+
+/* The per-process secret of the free-key (set once at malloc init). */
+extern uintptr_t span_key_secret;
+
+static inline uintptr_t span_free_key(const void *p)
+{
+	return span_key_secret ^ (uintptr_t)p;
+}
+
+/* Index of the object at p in small span s; *exact is 0 when p is not the
+ * start of an object (an interior pointer, or in the tail waste). */
+static inline unsigned span_index(const struct pa_span *s, uintptr_t p, int *exact)
+{
+	uintptr_t off = p - s->base;
+	unsigned i = (unsigned)((off * s->magic) >> 32);
+	*exact = off == (uintptr_t)i * s->size && i < s->objects;
+	return i;
+}
+
+static inline int span_bit(const struct pa_span *s, unsigned i)
+{
+	return (int)((__atomic_load_n(&s->alloc[i / 64], __ATOMIC_RELAXED) >> (i % 64)) & 1);
+}
+
+/* Set or clear one alloc bit; central lock held (a plain store suffices for
+ * writers, the atomic one keeps lock-free readers well-defined). */
+static inline void span_bit_set(struct pa_span *s, unsigned i, int v)
+{
+	uint64_t w = s->alloc[i / 64], m = (uint64_t)1 << (i % 64);
+	__atomic_store_n(&s->alloc[i / 64], v ? w | m : w & ~m, __ATOMIC_RELAXED);
+}
+
+/* A new span descriptor from the metadata pool, or NULL (ENOMEM). */
+struct pa_span *span_new(void);
+void span_delete(struct pa_span *s);
+
+/* Prepare s as an empty small-object span of class cls over pages at base,
+ * and map its pages. 0, or -1 (ENOMEM from the page map). */
+int span_init_small(struct pa_span *s, unsigned cls, uintptr_t base);
+
+/* Span descriptors mapped, in bytes, and live descriptors. */
+void span_meta_stats(size_t *mapped, size_t *live);
+
+/* Fault names for span_report. */
+enum pa_obj_fault {
+	PA_OBJ_FOREIGN,     /* not an address this heap handed out */
+	PA_OBJ_INTERIOR,    /* inside a block, not at its start */
+	PA_OBJ_DOUBLE_FREE, /* the block is already free */
+	PA_OBJ_BAD_SIZE,    /* free_sized with more than the block holds */
+	PA_OBJ_BAD_ALIGN,   /* free_aligned_sized: the block is not that aligned */
+};
+
+/* The one-line message "pagealloc: FUNC(0x...): FAULT ..." and abort. For
+ * PA_OBJ_FOREIGN the message says, when it can tell, that the address is
+ * inside a large block or a span (an interior pointer) instead. */
+_Noreturn void span_report(const char *func, const void *p, enum pa_obj_fault f);
+
+#endif
