@@ -8,7 +8,9 @@
 #include "cache.h"
 #include "central.h"
 #include "lock.h"
+#include "malloc_internal.h"
 #include "meta.h"
+#include "span.h"
 
 struct pa_tcache cache_empty;
 /* A thread whose cache was handed back at exit: bound 0, like cache_empty,
@@ -37,6 +39,52 @@ static void cache_release(struct pa_tcache *tc)
 {
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
 		list_give_all(cls, &tc->lists[cls]);
+	for (unsigned k = 0; k < tc->nlarge; k++)
+		large_release(tc->large[k]);
+	__atomic_store_n(&tc->nlarge, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&tc->large_pages, 0, __ATOMIC_RELAXED);
+}
+
+struct pa_span *cache_large_take(size_t npages)
+{
+	struct pa_tcache *tc = cache_self;
+	for (unsigned k = tc->nlarge; k-- > 0;) {
+		struct pa_span *s = tc->large[k];
+		if (s->npages < npages || s->npages > npages + npages / 8)
+			continue;
+		for (unsigned j = k + 1; j < tc->nlarge; j++)
+			tc->large[j - 1] = tc->large[j];
+		__atomic_store_n(&tc->nlarge, tc->nlarge - 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&tc->large_pages, tc->large_pages - (uint32_t)s->npages,
+		                 __ATOMIC_RELAXED);
+		__atomic_store_n(&s->cached, 0, __ATOMIC_RELAXED);
+		return s;
+	}
+	return NULL;
+}
+
+int cache_large_put(struct pa_span *s)
+{
+	struct pa_tcache *tc = cache_self;
+	if (s->npages > PA_LARGE_SLOT_MAX_PAGES || tc == &cache_empty || tc == &cache_gone)
+		return 0;
+	while (tc->nlarge > 0 && (tc->nlarge == PA_LARGE_SLOTS ||
+	                          tc->large_pages + s->npages > PA_LARGE_SLOTS_MAX_PAGES)) {
+		/* Make room: the oldest goes back to the page heap. */
+		struct pa_span *old = tc->large[0];
+		for (unsigned j = 1; j < tc->nlarge; j++)
+			tc->large[j - 1] = tc->large[j];
+		__atomic_store_n(&tc->nlarge, tc->nlarge - 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&tc->large_pages, tc->large_pages - (uint32_t)old->npages,
+		                 __ATOMIC_RELAXED);
+		large_release(old);
+	}
+	__atomic_store_n(&s->cached, 1, __ATOMIC_RELAXED);
+	tc->large[tc->nlarge] = s;
+	__atomic_store_n(&tc->nlarge, tc->nlarge + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&tc->large_pages, tc->large_pages + (uint32_t)s->npages,
+	                 __ATOMIC_RELAXED);
+	return 1;
 }
 
 static void thread_exit(void *arg)
@@ -144,14 +192,19 @@ void cache_flush_self(void)
 		cache_release(tc);
 }
 
-void cache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *ncaches)
+void cache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *large_spans, size_t *large_pages,
+                  size_t *ncaches)
 {
 	for (unsigned cls = 0; cls < PA_SC_NUM_CLASSES; cls++)
 		held[cls] = 0;
+	*large_spans = *large_pages = 0;
 	lock_acquire(&registry_lock);
-	for (struct pa_tcache *tc = registry; tc != NULL; tc = tc->next)
+	for (struct pa_tcache *tc = registry; tc != NULL; tc = tc->next) {
 		for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
 			held[cls] += __atomic_load_n(&tc->lists[cls].count, __ATOMIC_RELAXED);
+		*large_spans += __atomic_load_n(&tc->nlarge, __ATOMIC_RELAXED);
+		*large_pages += __atomic_load_n(&tc->large_pages, __ATOMIC_RELAXED);
+	}
 	*ncaches = registry_len;
 	lock_release(&registry_lock);
 }

@@ -37,8 +37,22 @@ struct pa_tc_list {
 	uint32_t max;   /* give a batch back when count would exceed it */
 };
 
+/* Large objects freed by this thread wait here for reuse: at most
+ * PA_LARGE_SLOTS of them, each at most PA_LARGE_SLOT_MAX_PAGES, together at
+ * most PA_LARGE_SLOTS_MAX_PAGES (tcmalloc's thread caches serve up to
+ * 256 KiB; glibc reuses its top chunk). Their pages stay allocated in the
+ * page heap. */
+#define PA_LARGE_SLOTS 4u
+#define PA_LARGE_SLOT_MAX_PAGES 128u  /* 1 MiB */
+#define PA_LARGE_SLOTS_MAX_PAGES 256u /* 2 MiB */
+
+struct pa_span;
+
 struct pa_tcache {
 	struct pa_tc_list lists[PA_SC_NUM_CLASSES];
+	struct pa_span *large[PA_LARGE_SLOTS]; /* [0, nlarge), oldest first */
+	uint32_t nlarge;
+	uint32_t large_pages; /* pages in large[] (relaxed atomic stores) */
 	/* Registry links, under the registry lock. */
 	struct pa_tcache *next, **prevnext;
 };
@@ -61,11 +75,21 @@ void *cache_alloc_slow(unsigned cls);
  * pa_free has checked, giving a batch back if needed. */
 void cache_free_slow(unsigned cls, void *p);
 
+/* A large span of npages .. npages + npages / 8 pages from the calling
+ * thread's slots (no longer marked cached), or NULL. */
+struct pa_span *cache_large_take(size_t npages);
+
+/* Keep freed large span s in the calling thread's slots (1), or not (0: the
+ * caller frees it). May free the oldest slot's span to make room. */
+int cache_large_put(struct pa_span *s);
+
 /* Give every object of the calling thread's cache back. */
 void cache_flush_self(void);
 
-/* Sum of objects held, per class, over every cache; and how many caches. */
-void cache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *ncaches);
+/* Sums over every cache: objects held per class, large spans and their
+ * pages in the large slots; and how many caches there are. */
+void cache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *large_spans, size_t *large_pages,
+                  size_t *ncaches);
 
 /* fork: the registry lock (prepare/parent), and in the child drop the
  * caches of threads that do not exist there (their objects are lost to

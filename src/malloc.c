@@ -83,8 +83,7 @@ static inline int malloc_ready(void)
 
 /* ---- large objects ------------------------------------------------------- */
 
-/* Live large objects and their pages; atomics (large paths only). */
-size_t large_live_objects, large_live_pages;
+size_t large_held_objects, large_held_pages;
 
 /* The largest run we try for: more than any 48-bit address space holds. */
 #define LARGE_MAX_PAGES ((size_t)1 << (PA_ADDR_BITS - PA_PAGE_SHIFT))
@@ -100,7 +99,13 @@ static void *large_alloc(size_t n, size_t align, int zero)
 	if (n > PTRDIFF_MAX || npages > LARGE_MAX_PAGES || extra > LARGE_MAX_PAGES ||
 	    malloc_ready() != 0)
 		goto nomem;
-	struct pa_span *s = span_new();
+	struct pa_span *s = extra == 0 ? cache_large_take(npages) : NULL;
+	if (s != NULL) {
+		if (zero)
+			memset((void *)s->base, 0, n);
+		return (void *)s->base;
+	}
+	s = span_new();
 	if (s == NULL)
 		goto nomem;
 	size_t scav = 0, total = npages + extra;
@@ -121,8 +126,8 @@ static void *large_alloc(size_t n, size_t align, int zero)
 		span_delete(s);
 		goto nomem;
 	}
-	__atomic_add_fetch(&large_live_objects, 1, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&large_live_pages, npages, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&large_held_objects, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&large_held_pages, npages, __ATOMIC_RELAXED);
 	/* Pages the kernel just zeroed need no memset: only when all of the
 	 * run was released (we do not know which pages were). */
 	if (zero && !(scav == total && pages_release_zeroes()))
@@ -133,15 +138,23 @@ nomem:
 	return NULL;
 }
 
-static void large_free(struct pa_span *s)
+void large_release(struct pa_span *s)
 {
 	size_t npages = s->npages;
 	uintptr_t base = s->base;
 	pagemap_set(base, 1, NULL);
 	span_delete(s);
-	__atomic_sub_fetch(&large_live_objects, 1, __ATOMIC_RELAXED);
-	__atomic_sub_fetch(&large_live_pages, npages, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&large_held_objects, 1, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&large_held_pages, npages, __ATOMIC_RELAXED);
 	pages_free(base, npages);
+}
+
+static void __attribute__((noinline)) large_free(struct pa_span *s)
+{
+	int saved = errno;
+	if (!cache_large_put(s))
+		large_release(s);
+	errno = saved;
 }
 
 /* ---- small objects ------------------------------------------------------- */
@@ -160,8 +173,9 @@ static inline void *small_alloc(unsigned cls)
 	struct pa_tc_list *l = &cache_self->lists[cls];
 	void **o = l->head;
 	if (__builtin_expect(o != NULL, 1)) {
+		uint32_t count = l->count;
 		l->head = o[0];
-		__atomic_store_n(&l->count, l->count - 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&l->count, count - 1, __ATOMIC_RELAXED);
 		o[1] = NULL; /* the free-key: this block is live now */
 		return o;
 	}
@@ -177,25 +191,43 @@ static void __attribute__((noinline)) small_free_slow(unsigned cls, void *p)
 
 /* ---- checking a pointer -------------------------------------------------- */
 
-/* The span of live block p, after the checks every free makes; reports a
- * bad pointer under the name of `func` and aborts. */
-static inline struct pa_span *block_span(const char *func, void *p)
+/* Which check does block p fail? PA_OBJ_FOREIGN .. PA_OBJ_DOUBLE_FREE, or
+ * -1 when it is a live block; *span gets its span. */
+static inline int block_check(void *p, struct pa_span **span)
 {
 	uintptr_t a = (uintptr_t)p;
 	struct pa_span *s = pagemap_lookup(a);
+	*span = s;
 	if (__builtin_expect(s == NULL, 0))
-		span_report(func, p, PA_OBJ_FOREIGN);
-	if (s->cls == 0) {
+		return PA_OBJ_FOREIGN;
+	if (__builtin_expect(s->cls == 0, 0)) {
 		if (a != s->base)
-			span_report(func, p, PA_OBJ_INTERIOR);
-		return s;
+			return PA_OBJ_INTERIOR;
+		return __atomic_load_n(&s->cached, __ATOMIC_RELAXED) ? PA_OBJ_DOUBLE_FREE : -1;
 	}
 	int exact;
 	unsigned i = span_index(s, a, &exact);
-	if (__builtin_expect(!exact, 0))
-		span_report(func, p, PA_OBJ_INTERIOR);
+	if (__builtin_expect(!exact || i >= s->objects, 0))
+		return PA_OBJ_INTERIOR;
 	if (__builtin_expect(!span_bit(s, i) || ((void **)p)[1] == (void *)span_free_key(p), 0))
-		span_report(func, p, PA_OBJ_DOUBLE_FREE);
+		return PA_OBJ_DOUBLE_FREE;
+	return -1;
+}
+
+/* Out of line, so the fast paths keep no frame for the report. */
+static _Noreturn void __attribute__((noinline, cold)) block_fault(const char *func, void *p)
+{
+	struct pa_span *s;
+	span_report(func, p, (enum pa_obj_fault)block_check(p, &s));
+}
+
+/* The span of live block p; a bad pointer is reported under the name of
+ * `func` (abort). */
+static inline struct pa_span *block_span(const char *func, void *p)
+{
+	struct pa_span *s;
+	if (__builtin_expect(block_check(p, &s) >= 0, 0))
+		block_fault(func, p);
 	return s;
 }
 
@@ -208,21 +240,20 @@ static inline void free_block(struct pa_span *s, void *p)
 {
 	unsigned cls = s->cls;
 	if (__builtin_expect(cls == 0, 0)) {
-		int saved = errno;
 		large_free(s);
-		errno = saved;
 		return;
 	}
 	void **o = p;
 	struct pa_tc_list *l = &cache_self->lists[cls];
+	uint32_t count = l->count;
 	o[1] = (void *)span_free_key(p);
-	if (__builtin_expect(l->count >= l->max, 0)) {
+	if (__builtin_expect(count >= l->max, 0)) {
 		small_free_slow(cls, p);
 		return;
 	}
 	o[0] = l->head;
 	l->head = o;
-	__atomic_store_n(&l->count, l->count + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&l->count, count + 1, __ATOMIC_RELAXED);
 }
 
 /* ---- the API ------------------------------------------------------------- */
@@ -234,11 +265,47 @@ void *pa_malloc(size_t n)
 	return large_alloc(n, PA_PAGE_SIZE, 0);
 }
 
+static void __attribute__((noinline)) free_rest(void *p)
+{
+	if (p != NULL)
+		block_fault("free", p);
+}
+
+/* block_check and free_block written out once more, so that each field is
+ * loaded once (the relaxed atomic loads are not merged by the compiler). */
 void pa_free(void *p)
 {
-	if (p == NULL)
+	uintptr_t a = (uintptr_t)p;
+	/* NULL is never in the page map; the checks below are exact. */
+	struct pa_span *s = pagemap_lookup_unchecked(a);
+	if (__builtin_expect(s == NULL, 0))
+		goto bad;
+	unsigned cls = s->cls;
+	if (__builtin_expect(cls == 0, 0)) {
+		if (a != s->base || __atomic_load_n(&s->cached, __ATOMIC_RELAXED))
+			goto bad;
+		large_free(s);
 		return;
-	free_block(block_span("free", p), p);
+	}
+	int exact;
+	unsigned i = span_index(s, a, &exact);
+	void **o = p;
+	void *key = (void *)span_free_key(p);
+	if (__builtin_expect(!exact || !span_bit(s, i) || o[1] == key, 0))
+		goto bad;
+	struct pa_tc_list *l = &cache_self->lists[cls];
+	uint32_t count = l->count;
+	o[1] = key;
+	if (__builtin_expect(count >= l->max, 0)) {
+		small_free_slow(cls, p);
+		return;
+	}
+	o[0] = l->head;
+	l->head = o;
+	__atomic_store_n(&l->count, count + 1, __ATOMIC_RELAXED);
+	return;
+bad:
+	free_rest(p);
 }
 
 void pa_free_sized(void *p, size_t size)
@@ -381,7 +448,7 @@ void *pa_realloc(void *p, size_t n)
 			/* Shrink a large block: its tail pages go back. */
 			size_t tail = s->npages - keep;
 			s->npages = keep;
-			__atomic_sub_fetch(&large_live_pages, tail, __ATOMIC_RELAXED);
+			__atomic_sub_fetch(&large_held_pages, tail, __ATOMIC_RELAXED);
 			pages_free(s->base + keep * PA_PAGE_SIZE, tail);
 		}
 		return p;

@@ -7,8 +7,13 @@
 
 #include <stddef.h>
 
-/* Live large objects and their pages (atomics). */
-extern size_t large_live_objects, large_live_pages;
+/* Large objects that hold pages of the heap (live, or waiting in a thread's
+ * large slots), and their pages (atomics). */
+extern size_t large_held_objects, large_held_pages;
+
+struct pa_span;
+/* Give large span s's pages back to the page heap and drop its record. */
+void large_release(struct pa_span *s);
 
 enum pa_fork_phase { PA_FORK_PREPARE, PA_FORK_PARENT, PA_FORK_CHILD };
 

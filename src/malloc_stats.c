@@ -27,8 +27,8 @@ int pa_malloc_stats(struct pa_malloc_stats *out)
 		return -1;
 	}
 	memset(out, 0, sizeof(*out));
-	size_t held[PA_SC_NUM_CLASSES], ncaches;
-	cache_totals(held, &ncaches);
+	size_t held[PA_SC_NUM_CLASSES], slot_objects, slot_pages, ncaches;
+	cache_totals(held, &slot_objects, &slot_pages, &ncaches);
 	out->thread_caches = ncaches;
 	out->nclasses = PA_SC_NUM_CLASSES;
 	size_t small_pages = 0;
@@ -49,11 +49,20 @@ int pa_malloc_stats(struct pa_malloc_stats *out)
 		out->heap_alloc += k->bytes;
 		out->cached_bytes += k->cached * k->size;
 	}
-	out->large_objects = __atomic_load_n(&large_live_objects, __ATOMIC_RELAXED);
-	out->large_bytes = __atomic_load_n(&large_live_pages, __ATOMIC_RELAXED) * PA_PAGE_SIZE;
+	/* Large: objects and pages held by large spans, less those waiting in
+	 * thread slots (racy while threads free; exact when they are quiet). */
+	size_t held_objects = __atomic_load_n(&large_held_objects, __ATOMIC_RELAXED);
+	size_t held_pages = __atomic_load_n(&large_held_pages, __ATOMIC_RELAXED);
+	if (slot_objects > held_objects)
+		slot_objects = held_objects;
+	if (slot_pages > held_pages)
+		slot_pages = held_pages;
+	out->large_objects = held_objects - slot_objects;
+	out->large_bytes = (held_pages - slot_pages) * PA_PAGE_SIZE;
 	out->live_objects += out->large_objects;
 	out->heap_alloc += out->large_bytes;
-	out->heap_inuse = small_pages * PA_PAGE_SIZE + out->large_bytes;
+	out->cached_bytes += slot_pages * PA_PAGE_SIZE;
+	out->heap_inuse = (small_pages + held_pages) * PA_PAGE_SIZE;
 	size_t inuse_pages_outside_caches;
 	pages_totals(&out->heap_sys, &out->heap_released, &inuse_pages_outside_caches);
 	out->heap_idle = out->heap_sys > out->heap_inuse ? out->heap_sys - out->heap_inuse : 0;

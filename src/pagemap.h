@@ -52,6 +52,22 @@ static inline struct pa_span *pagemap_lookup(uintptr_t p)
 	                       __ATOMIC_RELAXED);
 }
 
+/* pagemap_lookup for pointers above the 48-bit space too, without a bound
+ * check: their top bits are masked off, so the result is some span or NULL.
+ * Only for callers that then check p against the span exactly (an address
+ * past 2^48 is more than 2^47 bytes from any span base, so it never passes
+ * an exact object-start check: a large span's base, or off == i * size with
+ * i < 2^32 and size <= 2^15). */
+static inline struct pa_span *pagemap_lookup_unchecked(uintptr_t p)
+{
+	struct pa_span **leaf = __atomic_load_n(
+	    &pagemap_root[(p >> PA_PAGEMAP_LEAF_SHIFT) & (PA_PAGEMAP_ROOT_LEN - 1)], __ATOMIC_ACQUIRE);
+	if (__builtin_expect(leaf == NULL, 0))
+		return NULL;
+	return __atomic_load_n(&leaf[(p >> PA_PAGE_SHIFT) & (PA_PAGEMAP_LEAF_LEN - 1)],
+	                       __ATOMIC_RELAXED);
+}
+
 /* Map npages pages at base (page-aligned) to s (NULL: unmap). Committing a
  * new leaf may fail: -1 (ENOMEM), else 0. Unmapping never fails. */
 int pagemap_set(uintptr_t base, size_t npages, struct pa_span *s);

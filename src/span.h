@@ -24,7 +24,9 @@
  * some cache: a double free, caught without looking at any other thread.
  *
  * A large object (class 0) is one run of `npages` pages at `base`; the
- * page map maps its first page only.
+ * page map maps its first page only. A freed large object may wait in its
+ * thread's large slots (cache.h) for reuse, with `cached` set: a free of it
+ * then is a double free.
  *
  * Locking: the fields below `next` change only under the central lock of
  * the span's class (central.h), or, for a large span, belong to the thread
@@ -40,7 +42,8 @@
 #include "layout.h"
 #include "sizeclass_table.h"
 
-#define PA_SPAN_ALLOC_WORDS ((PA_SC_MAX_OBJECTS + 63) / 64)
+/* One bit per object, and one more for the index just past the last. */
+#define PA_SPAN_ALLOC_WORDS (PA_SC_MAX_OBJECTS / 64 + 1)
 
 struct pa_span {
 	uintptr_t base;  /* first page */
@@ -49,6 +52,7 @@ struct pa_span {
 	uint32_t magic;  /* pa_sizeclasses[cls].div_magic: index = off * magic >> 32 */
 	uint16_t cls;    /* size class; 0 for a large object */
 	uint16_t objects;
+	uint32_t cached; /* large: 1 while free in a thread's large slots (atomic) */
 	/* Under the central lock of cls. */
 	uint16_t nfree;            /* objects in the span: free list + never handed out */
 	uint16_t bump;             /* objects at index >= bump were never handed out */
@@ -67,12 +71,15 @@ static inline uintptr_t span_free_key(const void *p)
 }
 
 /* Index of the object at p in small span s; *exact is 0 when p is not the
- * start of an object (an interior pointer, or in the tail waste). */
+ * start of an object: an interior pointer. A pointer into the tail waste
+ * may still give exact with index `objects` (an object that does not
+ * exist, so its alloc bit is always 0: the bit check rejects it, and
+ * span_index_valid names the fault). */
 static inline unsigned span_index(const struct pa_span *s, uintptr_t p, int *exact)
 {
 	uintptr_t off = p - s->base;
 	unsigned i = (unsigned)((off * s->magic) >> 32);
-	*exact = off == (uintptr_t)i * s->size && i < s->objects;
+	*exact = off == (uintptr_t)i * s->size;
 	return i;
 }
 
