@@ -442,6 +442,15 @@ void *pa_realloc(void *p, size_t n)
 		return NULL;
 	}
 	struct pa_span *s = block_span("realloc", p);
+	if (s->cls == 0 && n > s->npages * PA_PAGE_SIZE && n <= PTRDIFF_MAX) {
+		/* Grow a large block into free pages right after it. */
+		size_t want = (n >> PA_PAGE_SHIFT) + ((n & (PA_PAGE_SIZE - 1)) != 0);
+		if (pages_alloc_at(s->base + s->npages * PA_PAGE_SIZE, want - s->npages)) {
+			__atomic_add_fetch(&large_held_pages, want - s->npages, __ATOMIC_RELAXED);
+			s->npages = want;
+			return p;
+		}
+	}
 	if (fits_in_place(s, n)) {
 		size_t keep = (n >> PA_PAGE_SHIFT) + ((n & (PA_PAGE_SIZE - 1)) != 0);
 		if (s->cls == 0 && keep < s->npages) {

@@ -808,6 +808,33 @@ enum pa_page_fault pageheap_check_locked(const struct pa_pageheap *h, uintptr_t 
 	return PA_PAGE_OK;
 }
 
+int pageheap_alloc_at(struct pa_pageheap *h, uintptr_t addr, size_t npages, size_t *scav)
+{
+	lock_acquire(&h->lock);
+	uintptr_t limit = addr + npages * PA_PAGE_SIZE;
+	size_t i = range_list_search(&h->ranges, addr);
+	int ok = npages != 0 && npages <= ((uintptr_t)1 << h->window_bits) / PA_PAGE_SIZE &&
+	         (addr & (PA_PAGE_SIZE - 1)) == 0 && limit > addr && i < h->ranges.n &&
+	         h->ranges.v[i].base <= addr && h->ranges.v[i].limit >= limit;
+	for (uintptr_t a = addr; ok && a < limit;) {
+		uintptr_t next = PA_ALIGN_DOWN(a, PA_CHUNK_SIZE) + PA_CHUNK_SIZE;
+		if (next > limit)
+			next = limit;
+		unsigned n = (unsigned)((next - a) / PA_PAGE_SIZE);
+		ok = chunk_count_alloc(pageheap_chunk(h, a), page_in_chunk(a), n) == 0;
+		a = next;
+	}
+	if (ok) {
+		size_t sc = pageheap_alloc_range_locked(h, addr, npages);
+		if (scav != NULL)
+			*scav = sc;
+	}
+	lock_release(&h->lock);
+	if (ok)
+		pageheap_after_alloc(h);
+	return ok;
+}
+
 enum pa_page_fault pageheap_check(struct pa_pageheap *h, uintptr_t addr, size_t npages)
 {
 	lock_acquire(&h->lock);

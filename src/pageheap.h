@@ -131,6 +131,10 @@ void pageheap_destroy(struct pa_pageheap *h);
 uintptr_t pageheap_alloc(struct pa_pageheap *h, size_t npages, size_t *scav);
 uintptr_t pageheap_alloc_locked(struct pa_pageheap *h, size_t npages, size_t *scav);
 
+/* Allocate exactly [addr, addr + npages pages) if all of it is free heap
+ * (realloc growing a large block in place). 1 if done, else 0. */
+int pageheap_alloc_at(struct pa_pageheap *h, uintptr_t addr, size_t npages, size_t *scav);
+
 /* Free a live allocation. The caller has validated it (pageheap_check). */
 void pageheap_free(struct pa_pageheap *h, uintptr_t addr, size_t npages);
 void pageheap_free_locked(struct pa_pageheap *h, uintptr_t addr, size_t npages);

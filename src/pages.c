@@ -257,6 +257,12 @@ uintptr_t pages_alloc(size_t npages, size_t *scav)
 	return pageheap_alloc(h, npages, scav);
 }
 
+int pages_alloc_at(uintptr_t addr, size_t npages)
+{
+	struct pa_pageheap *h = default_heap_get();
+	return h != NULL && pageheap_alloc_at(h, addr, npages, NULL);
+}
+
 void pages_free(uintptr_t addr, size_t npages)
 {
 	pa_pages_free((void *)addr, npages);

@@ -19,6 +19,10 @@ int pages_ready(void);
  * how many of them were released to the OS and read as zero. */
 uintptr_t pages_alloc(size_t npages, size_t *scav);
 
+/* Take the npages pages at addr if they are all free in the heap (not held
+ * by a per-CPU cache): 1, else 0. */
+int pages_alloc_at(uintptr_t addr, size_t npages);
+
 /* Free a run that pages_alloc returned (or a sub-run of one). A bad range
  * aborts with the page heap's one-line message. */
 void pages_free(uintptr_t addr, size_t npages);
