@@ -90,7 +90,17 @@ size_t large_held_objects, large_held_pages;
 
 /* n bytes in whole pages, at an `align`-aligned address (a power of two);
  * with zero, the first n bytes read as zero. */
-static void *large_alloc(size_t n, size_t align, int zero)
+static void *large_alloc_pages(size_t n, size_t align, int zero);
+
+static void *__attribute__((noinline)) large_alloc(size_t n, size_t align, int zero)
+{
+	int saved = errno; /* a success leaves errno alone, whatever the OS said */
+	void *p = large_alloc_pages(n, align, zero);
+	errno = p != NULL ? saved : ENOMEM;
+	return p;
+}
+
+static void *large_alloc_pages(size_t n, size_t align, int zero)
 {
 	size_t npages = (n >> PA_PAGE_SHIFT) + ((n & (PA_PAGE_SIZE - 1)) != 0);
 	size_t extra = align > PA_PAGE_SIZE ? (align >> PA_PAGE_SHIFT) - 1 : 0;
@@ -161,11 +171,17 @@ static void __attribute__((noinline)) large_free(struct pa_span *s)
 
 static void *__attribute__((noinline)) small_alloc_slow(unsigned cls)
 {
+	int saved = errno; /* a success leaves errno alone, whatever the OS said */
 	if (malloc_ready() != 0) {
 		errno = ENOMEM;
 		return NULL;
 	}
-	return cache_alloc_slow(cls);
+	void *p = cache_alloc_slow(cls);
+	if (p != NULL)
+		errno = saved;
+	else
+		errno = ENOMEM;
+	return p;
 }
 
 static inline void *small_alloc(unsigned cls)

@@ -51,7 +51,9 @@ static void *reserve_exact(size_t size, uintptr_t hint, int flags)
 void *os_reserve(size_t size, size_t align, uintptr_t hint)
 {
 	if (hint != 0 && (hint & (align - 1)) == 0) {
+		int saved = errno; /* EEXIST from a taken hint is no failure */
 		void *p = reserve_exact(size, hint, MAP_FIXED_NOREPLACE);
+		errno = saved;
 		/* Kernels before 4.17 ignore the flag and may place it elsewhere. */
 		if (p != NULL && (uintptr_t)p != hint) {
 			os_unmap(p, size);
