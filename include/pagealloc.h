@@ -120,7 +120,6 @@ int pa_config_set(const char *key, const char *value);
  * that were refused (each with its warning line). */
 int pa_config(const char *conf);
 
-
 /* ---- malloc ---------------------------------------------------------------
  *
  * The malloc family, with the exact behaviour of the glibc that the preload
@@ -148,8 +147,8 @@ void *pa_reallocarray(void *p, size_t n, size_t size);
 void *pa_aligned_alloc(size_t alignment, size_t size);
 int pa_posix_memalign(void **out, size_t alignment, size_t size);
 void *pa_memalign(size_t alignment, size_t size);
-void *pa_valloc(size_t size);  /* aligned to the OS page (4096) */
-void *pa_pvalloc(size_t size); /* ditto, size rounded up to OS pages */
+void *pa_valloc(size_t size);          /* aligned to the OS page (4096) */
+void *pa_pvalloc(size_t size);         /* ditto, size rounded up to OS pages */
 size_t pa_malloc_usable_size(void *p); /* 0 for NULL */
 void pa_free_sized(void *p, size_t size);
 void pa_free_aligned_sized(void *p, size_t alignment, size_t size);

@@ -17,8 +17,7 @@ struct pa_tcache cache_empty;
  * but its slow paths do not build a new cache. */
 static struct pa_tcache cache_gone;
 
-__thread struct pa_tcache *cache_self
-    __attribute__((tls_model("initial-exec"))) = &cache_empty;
+__thread struct pa_tcache *cache_self __attribute__((tls_model("initial-exec"))) = &cache_empty;
 
 static struct pa_meta_pool cache_pool = PA_META_POOL_INIT(sizeof(struct pa_tcache));
 static pa_lock registry_lock = PA_LOCK_INIT;
@@ -82,8 +81,7 @@ int cache_large_put(struct pa_span *s)
 	__atomic_store_n(&s->cached, 1, __ATOMIC_RELAXED);
 	tc->large[tc->nlarge] = s;
 	__atomic_store_n(&tc->nlarge, tc->nlarge + 1, __ATOMIC_RELAXED);
-	__atomic_store_n(&tc->large_pages, tc->large_pages + (uint32_t)s->npages,
-	                 __ATOMIC_RELAXED);
+	__atomic_store_n(&tc->large_pages, tc->large_pages + (uint32_t)s->npages, __ATOMIC_RELAXED);
 	return 1;
 }
 

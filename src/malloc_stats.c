@@ -17,7 +17,8 @@
 #include "pagealloc.h"
 #include "pages.h"
 
-_Static_assert(PA_SC_NUM_CLASSES <= PA_MALLOC_MAX_CLASSES, "pa_malloc_stats has room for every class");
+_Static_assert(PA_SC_NUM_CLASSES <= PA_MALLOC_MAX_CLASSES,
+               "pa_malloc_stats has room for every class");
 _Static_assert(PA_SC_MAX_SMALL == PA_MALLOC_MAX_SMALL, "the public bound matches the table");
 
 int pa_malloc_stats(struct pa_malloc_stats *out)

@@ -9,7 +9,7 @@
 
 struct pa_span **pagemap_root[PA_PAGEMAP_ROOT_LEN];
 pa_lock pagemap_leaf_lock = PA_LOCK_INIT;
-static size_t leaves;                    /* committed, under pagemap_leaf_lock */
+static size_t leaves; /* committed, under pagemap_leaf_lock */
 
 #define LEAF_BYTES (PA_PAGEMAP_LEAF_LEN * sizeof(struct pa_span *))
 

@@ -60,8 +60,9 @@ static inline struct pa_span *pagemap_lookup(uintptr_t p)
  * i < 2^32 and size <= 2^15). */
 static inline struct pa_span *pagemap_lookup_unchecked(uintptr_t p)
 {
-	struct pa_span **leaf = __atomic_load_n(
-	    &pagemap_root[(p >> PA_PAGEMAP_LEAF_SHIFT) & (PA_PAGEMAP_ROOT_LEN - 1)], __ATOMIC_ACQUIRE);
+	struct pa_span **leaf =
+	    __atomic_load_n(&pagemap_root[(p >> PA_PAGEMAP_LEAF_SHIFT) & (PA_PAGEMAP_ROOT_LEN - 1)],
+	                    __ATOMIC_ACQUIRE);
 	if (__builtin_expect(leaf == NULL, 0))
 		return NULL;
 	return __atomic_load_n(&leaf[(p >> PA_PAGE_SHIFT) & (PA_PAGEMAP_LEAF_LEN - 1)],

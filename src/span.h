@@ -46,11 +46,11 @@
 #define PA_SPAN_ALLOC_WORDS (PA_SC_MAX_OBJECTS / 64 + 1)
 
 struct pa_span {
-	uintptr_t base;  /* first page */
-	size_t npages;   /* pages of the span */
-	uint32_t size;   /* bytes per object (large: 0) */
-	uint32_t magic;  /* pa_sizeclasses[cls].div_magic: index = off * magic >> 32 */
-	uint16_t cls;    /* size class; 0 for a large object */
+	uintptr_t base; /* first page */
+	size_t npages;  /* pages of the span */
+	uint32_t size;  /* bytes per object (large: 0) */
+	uint32_t magic; /* pa_sizeclasses[cls].div_magic: index = off * magic >> 32 */
+	uint16_t cls;   /* size class; 0 for a large object */
 	uint16_t objects;
 	uint32_t cached; /* large: 1 while free in a thread's large slots (atomic) */
 	/* Under the central lock of cls. */
