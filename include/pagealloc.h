@@ -112,6 +112,10 @@ size_t pa_scavenge(size_t bytes);
  *                     allocations past it release free memory synchronously
  *   scavenge_delay_ms=N  memory must stay free this long before the
  *                     background thread releases it (default 1000)
+ *   thread_cache=on|off  per-thread object caches in front of the central
+ *                     lists (default on; off: every small malloc and free
+ *                     takes its class's lock; read at each thread's first
+ *                     allocation)
  * Scavenger keys take effect at once, also after the first allocation.
  */
 int pa_config_set(const char *key, const char *value);

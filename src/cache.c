@@ -7,6 +7,7 @@
 
 #include "cache.h"
 #include "central.h"
+#include "config.h"
 #include "lock.h"
 #include "malloc_internal.h"
 #include "meta.h"
@@ -107,7 +108,7 @@ int cache_global_init(void)
 /* Build the calling thread's cache; NULL when out of memory or exiting. */
 static struct pa_tcache *cache_build(void)
 {
-	if (cache_self == &cache_gone)
+	if (cache_self == &cache_gone || !__atomic_load_n(&pa_conf.thread_cache, __ATOMIC_RELAXED))
 		return NULL;
 	struct pa_tcache *tc = meta_alloc(&cache_pool);
 	if (tc == NULL)

@@ -22,6 +22,7 @@ struct pa_config pa_conf = {
     .release = 0,
     .memory_limit = 0,
     .scavenge_delay_ms = 1000,
+    .thread_cache = 1,
 };
 
 void (*config_on_change)(void);
@@ -59,6 +60,7 @@ static const struct conf_key conf_keys[] = {
     KEY(release, CONF_ENUM, 0, 0, release_modes, "dontneed or free"),
     KEY(memory_limit, CONF_SIZE, 0, 0, NULL, "a size such as 2G, or 0 for none"),
     KEY(scavenge_delay_ms, CONF_UINT, 0, 3600000, NULL, "milliseconds from 0 to 3600000"),
+    KEY(thread_cache, CONF_ENUM, 0, 0, on_off, "on or off"),
 };
 #undef KEY
 

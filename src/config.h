@@ -20,6 +20,9 @@ struct pa_config {
 	size_t release;           /* 0 MADV_DONTNEED, 1 MADV_FREE */
 	size_t memory_limit;      /* bytes, 0: none */
 	size_t scavenge_delay_ms; /* free this long before background release */
+	size_t thread_cache;      /* 1: per-thread object caches; 0: every malloc/free
+	                           * goes to the central lists (read by each thread's
+	                           * first slow path) */
 };
 
 /* Called after pa_config_set / pa_config changed a key (set by pages.c so a
