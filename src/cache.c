@@ -45,6 +45,31 @@ static void cache_release(struct pa_tcache *tc)
 	__atomic_store_n(&tc->large_pages, 0, __ATOMIC_RELAXED);
 }
 
+/* Build the calling thread's cache; NULL when out of memory or exiting. */
+static struct pa_tcache *cache_build(void)
+{
+	if (cache_self == &cache_gone || !__atomic_load_n(&pa_conf.thread_cache, __ATOMIC_RELAXED))
+		return NULL;
+	struct pa_tcache *tc = meta_alloc(&cache_pool);
+	if (tc == NULL)
+		return NULL;
+	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
+		tc->lists[cls].max = 2 * cache_batch(cls);
+	lock_acquire(&registry_lock);
+	tc->next = registry;
+	if (tc->next != NULL)
+		tc->next->prevnext = &tc->next;
+	tc->prevnext = &registry;
+	registry = tc;
+	registry_len++;
+	lock_release(&registry_lock);
+	/* Key numbers below PTHREAD_KEY_2NDLEVEL_SIZE (32) use storage inside
+	 * the thread descriptor: no allocation. */
+	pthread_setspecific(exit_key, tc);
+	cache_self = tc;
+	return tc;
+}
+
 struct pa_span *cache_large_take(size_t npages)
 {
 	struct pa_tcache *tc = cache_self;
@@ -66,7 +91,11 @@ struct pa_span *cache_large_take(size_t npages)
 int cache_large_put(struct pa_span *s)
 {
 	struct pa_tcache *tc = cache_self;
-	if (s->npages > PA_LARGE_SLOT_MAX_PAGES || tc == &cache_empty || tc == &cache_gone)
+	if (s->npages > PA_LARGE_SLOT_MAX_PAGES)
+		return 0;
+	if (tc == &cache_empty)
+		tc = cache_build();
+	if (tc == NULL || tc == &cache_gone)
 		return 0;
 	while (tc->nlarge > 0 && (tc->nlarge == PA_LARGE_SLOTS ||
 	                          tc->large_pages + s->npages > PA_LARGE_SLOTS_MAX_PAGES)) {
@@ -103,31 +132,6 @@ static void thread_exit(void *arg)
 int cache_global_init(void)
 {
 	return pthread_key_create(&exit_key, thread_exit) == 0 ? 0 : -1;
-}
-
-/* Build the calling thread's cache; NULL when out of memory or exiting. */
-static struct pa_tcache *cache_build(void)
-{
-	if (cache_self == &cache_gone || !__atomic_load_n(&pa_conf.thread_cache, __ATOMIC_RELAXED))
-		return NULL;
-	struct pa_tcache *tc = meta_alloc(&cache_pool);
-	if (tc == NULL)
-		return NULL;
-	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
-		tc->lists[cls].max = 2 * cache_batch(cls);
-	lock_acquire(&registry_lock);
-	tc->next = registry;
-	if (tc->next != NULL)
-		tc->next->prevnext = &tc->next;
-	tc->prevnext = &registry;
-	registry = tc;
-	registry_len++;
-	lock_release(&registry_lock);
-	/* Key numbers below PTHREAD_KEY_2NDLEVEL_SIZE (32) use storage inside
-	 * the thread descriptor: no allocation. */
-	pthread_setspecific(exit_key, tc);
-	cache_self = tc;
-	return tc;
 }
 
 void *cache_alloc_slow(unsigned cls)
