@@ -82,7 +82,7 @@ struct pa_span *cache_large_take(size_t npages)
 		__atomic_store_n(&tc->nlarge, tc->nlarge - 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&tc->large_pages, tc->large_pages - (uint32_t)s->npages,
 		                 __ATOMIC_RELAXED);
-		__atomic_store_n(&s->cached, 0, __ATOMIC_RELAXED);
+		span_bit_set(s, 0, 1);
 		return s;
 	}
 	return NULL;
@@ -108,7 +108,7 @@ int cache_large_put(struct pa_span *s)
 		                 __ATOMIC_RELAXED);
 		large_release(old);
 	}
-	__atomic_store_n(&s->cached, 1, __ATOMIC_RELAXED);
+	span_bit_set(s, 0, 0);
 	tc->large[tc->nlarge] = s;
 	__atomic_store_n(&tc->nlarge, tc->nlarge + 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&tc->large_pages, tc->large_pages + (uint32_t)s->npages, __ATOMIC_RELAXED);

@@ -6,8 +6,9 @@
  *   pa_malloc(n) ── n <= 32 KiB ──► class ─► this thread's list ─pop─► object
  *        │                                        └─ empty: cache_alloc_slow (central batch)
  *        └─ larger ──► large_alloc: whole pages (pages.h), span record, page map
- *   pa_free(p) ── page map ─► span ─► class 0? large_free : checks ─► push on the list
- *                                                       └─ full: cache_free_slow (central batch)
+ *   pa_free(p) ── page map ─► span ─► checks ─► push on this thread's list of the class
+ *                                                └─ full, or class 0 (large): free_slow
+ *                                                   (central batch; large slots or the heap)
  *
  * Checks on every pa_free, before the object joins a list: the page map
  * knows the address (else: foreign pointer), the address starts an object of
@@ -113,6 +114,8 @@ static void *large_alloc_pages(size_t n, size_t align, int zero)
 	if (s != NULL) {
 		if (zero)
 			memset((void *)s->base, 0, n);
+		else
+			((void **)s->base)[1] = NULL; /* its free-key */
 		return (void *)s->base;
 	}
 	s = span_new();
@@ -131,6 +134,8 @@ static void *large_alloc_pages(size_t n, size_t align, int zero)
 		pages_free(end, (raw + total * PA_PAGE_SIZE - end) >> PA_PAGE_SHIFT);
 	s->base = base;
 	s->npages = npages;
+	s->objects = 1; /* size 0, magic 0, class 0: one object, live */
+	span_bit_set(s, 0, 1);
 	if (pagemap_set(base, 1, s) != 0) {
 		pages_free(base, npages);
 		span_delete(s);
@@ -140,8 +145,11 @@ static void *large_alloc_pages(size_t n, size_t align, int zero)
 	__atomic_add_fetch(&large_held_pages, npages, __ATOMIC_RELAXED);
 	/* Pages the kernel just zeroed need no memset: only when all of the
 	 * run was released (we do not know which pages were). */
-	if (zero && !(scav == total && pages_release_zeroes()))
+	int zeroed = scav == total && pages_release_zeroes();
+	if (zero && !zeroed)
 		memset((void *)base, 0, n);
+	else if (!zeroed)
+		((void **)base)[1] = NULL; /* a free-key left by an earlier block here */
 	return (void *)base;
 nomem:
 	errno = ENOMEM;
@@ -198,10 +206,18 @@ static inline void *small_alloc(unsigned cls)
 	return small_alloc_slow(cls);
 }
 
-static void __attribute__((noinline)) small_free_slow(unsigned cls, void *p)
+static void large_free(struct pa_span *s);
+
+/* pa_free of checked block p past the fast path: a large object, or a full
+ * (or not yet built) thread list. */
+static void __attribute__((noinline)) free_slow(struct pa_span *s, void *p)
 {
+	if (s->cls == 0) {
+		large_free(s);
+		return;
+	}
 	int saved = errno;
-	cache_free_slow(cls, p);
+	cache_free_slow(s->cls, p);
 	errno = saved;
 }
 
@@ -216,11 +232,6 @@ static inline int block_check(void *p, struct pa_span **span)
 	*span = s;
 	if (__builtin_expect(s == NULL, 0))
 		return PA_OBJ_FOREIGN;
-	if (__builtin_expect(s->cls == 0, 0)) {
-		if (a != s->base)
-			return PA_OBJ_INTERIOR;
-		return __atomic_load_n(&s->cached, __ATOMIC_RELAXED) ? PA_OBJ_DOUBLE_FREE : -1;
-	}
 	int exact;
 	unsigned i = span_index(s, a, &exact);
 	if (__builtin_expect(!exact || i >= s->objects, 0))
@@ -264,7 +275,7 @@ static inline void free_block(struct pa_span *s, void *p)
 	uint32_t count = l->count;
 	o[1] = (void *)span_free_key(p);
 	if (__builtin_expect(count >= l->max, 0)) {
-		small_free_slow(cls, p);
+		free_slow(s, p);
 		return;
 	}
 	o[0] = l->head;
@@ -296,24 +307,20 @@ void pa_free(void *p)
 	struct pa_span *s = pagemap_lookup_unchecked(a);
 	if (__builtin_expect(s == NULL, 0))
 		goto bad;
-	unsigned cls = s->cls;
-	if (__builtin_expect(cls == 0, 0)) {
-		if (a != s->base || __atomic_load_n(&s->cached, __ATOMIC_RELAXED))
-			goto bad;
-		large_free(s);
-		return;
-	}
+	/* A large object passes the same checks as a one-object span. */
 	int exact;
 	unsigned i = span_index(s, a, &exact);
 	void **o = p;
 	void *key = (void *)span_free_key(p);
 	if (__builtin_expect(!exact || !span_bit(s, i) || o[1] == key, 0))
 		goto bad;
+	unsigned cls = s->cls;
 	struct pa_tc_list *l = &cache_self->lists[cls];
 	uint32_t count = l->count;
 	o[1] = key;
+	/* Every list 0 (large objects) has bound 0. */
 	if (__builtin_expect(count >= l->max, 0)) {
-		small_free_slow(cls, p);
+		free_slow(s, p);
 		return;
 	}
 	o[0] = l->head;

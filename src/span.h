@@ -24,9 +24,11 @@
  * some cache: a double free, caught without looking at any other thread.
  *
  * A large object (class 0) is one run of `npages` pages at `base`; the
- * page map maps its first page only. A freed large object may wait in its
- * thread's large slots (cache.h) for reuse, with `cached` set: a free of it
- * then is a double free.
+ * page map maps its first page only. It looks to pa_free like a span of one
+ * object (size 0, magic 0: only p == base is exact, index 0) whose alloc
+ * bit 0 is set while the object is live, so the small-object checks serve
+ * it unchanged; a freed large object may wait in its thread's large slots
+ * (cache.h) for reuse with bit 0 clear: a free of it then is a double free.
  *
  * Locking: the fields below `next` change only under the central lock of
  * the span's class (central.h), or, for a large span, belong to the thread
@@ -52,7 +54,6 @@ struct pa_span {
 	uint32_t magic; /* pa_sizeclasses[cls].div_magic: index = off * magic >> 32 */
 	uint16_t cls;   /* size class; 0 for a large object */
 	uint16_t objects;
-	uint32_t cached; /* large: 1 while free in a thread's large slots (atomic) */
 	/* Under the central lock of cls. */
 	uint16_t nfree;            /* objects in the span: free list + never handed out */
 	uint16_t bump;             /* objects at index >= bump were never handed out */
