@@ -32,9 +32,7 @@
 
 /* ---- initialisation -------------------------------------------------------- */
 
-enum { MALLOC_UNINIT, MALLOC_READY, MALLOC_FAILED };
-static int malloc_state; /* written under init_lock, read with acquire */
-static pa_lock init_lock = PA_LOCK_INIT;
+static int malloc_ready_flag; /* 1 once malloc_init_locked ran (pages_once) */
 
 static void fork_prepare(void)
 {
@@ -57,27 +55,24 @@ static void fork_child(void)
 	central_reset_locks();
 }
 
+/* Under the page heap's init lock (pages_once): nothing here allocates. */
+static int malloc_init_locked(void)
+{
+	if (cache_global_init() != 0)
+		return -1;
+	span_key_secret = (uintptr_t)os_random_seed();
+	pages_set_fork_hooks(fork_prepare, fork_parent, fork_child);
+	return 0;
+}
+
 static int __attribute__((noinline)) malloc_init(void)
 {
-	if (pages_ready() != 0)
-		return -1;
-	lock_acquire(&init_lock);
-	if (malloc_state == MALLOC_UNINIT) {
-		int state = MALLOC_FAILED;
-		if (cache_global_init() == 0) {
-			span_key_secret = (uintptr_t)os_random_seed();
-			pages_set_fork_hooks(fork_prepare, fork_parent, fork_child);
-			state = MALLOC_READY;
-		}
-		__atomic_store_n(&malloc_state, state, __ATOMIC_RELEASE);
-	}
-	lock_release(&init_lock);
-	return malloc_state == MALLOC_READY ? 0 : -1;
+	return pages_once(&malloc_ready_flag, malloc_init_locked);
 }
 
 static inline int malloc_ready(void)
 {
-	if (__builtin_expect(__atomic_load_n(&malloc_state, __ATOMIC_ACQUIRE) == MALLOC_READY, 1))
+	if (__builtin_expect(__atomic_load_n(&malloc_ready_flag, __ATOMIC_ACQUIRE), 1))
 		return 0;
 	return malloc_init();
 }

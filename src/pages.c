@@ -60,6 +60,7 @@ static void apply_live_config(void)
  * the child, so the forking thread takes them all (scavenger, caches, heap). */
 static void (*hook_prepare)(void), (*hook_parent)(void), (*hook_child)(void);
 
+/* Called under init_lock (from pages_once), read by the handlers under it. */
 void pages_set_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*child)(void))
 {
 	hook_prepare = prepare;
@@ -67,8 +68,14 @@ void pages_set_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*ch
 	hook_child = child;
 }
 
+/* Every lock below is taken with init_lock held, so a fork can never catch
+ * a build half done (hardened_malloc#317: a race between initialisation and
+ * registering the fork handlers). */
 static void fork_prepare(void)
 {
+	lock_acquire(&init_lock);
+	if (default_state != HEAP_READY)
+		return;
 	if (hook_prepare != NULL)
 		hook_prepare();
 	lock_acquire(&default_scav.release_lock);
@@ -78,26 +85,61 @@ static void fork_prepare(void)
 
 static void fork_parent(void)
 {
-	lock_release(&default_heap.lock);
-	pagecache_release_all(&default_caches);
-	lock_release(&default_scav.release_lock);
-	if (hook_parent != NULL)
-		hook_parent();
+	if (default_state == HEAP_READY) {
+		lock_release(&default_heap.lock);
+		pagecache_release_all(&default_caches);
+		lock_release(&default_scav.release_lock);
+		if (hook_parent != NULL)
+			hook_parent();
+	}
+	lock_release(&init_lock);
 }
 
 static void fork_child(void)
 {
-	lock_init(&default_heap.lock);
-	pagecache_after_fork_child(&default_caches);
-	scav_after_fork_child(&default_scav);
-	__atomic_store_n(&scav_wanted, default_scav.conf.enabled, __ATOMIC_RELAXED);
-	if (hook_child != NULL)
-		hook_child();
+	if (default_state == HEAP_READY) {
+		lock_init(&default_heap.lock);
+		pagecache_after_fork_child(&default_caches);
+		scav_after_fork_child(&default_scav);
+		__atomic_store_n(&scav_wanted, default_scav.conf.enabled, __ATOMIC_RELAXED);
+		if (hook_child != NULL)
+			hook_child();
+	}
+	lock_init(&init_lock);
+}
+
+/*
+ * The fork handlers are registered before anything is built: a fork while
+ * another thread builds the heap then waits for init_lock in fork_prepare
+ * instead of copying a held lock into the child. pthread_atfork may
+ * allocate; preloaded, that malloc comes back here from the registering
+ * thread, which goes on without waiting (registering_here). Other threads
+ * wait until the handlers are in.
+ */
+static int atfork_state; /* 0 none, 1 being registered, 2 registered */
+static __thread int registering_here __attribute__((tls_model("initial-exec")));
+
+static void fork_handlers_register(void)
+{
+	if (__atomic_load_n(&atfork_state, __ATOMIC_ACQUIRE) == 2 || registering_here)
+		return;
+	int expected = 0;
+	if (__atomic_compare_exchange_n(&atfork_state, &expected, 1, 0, __ATOMIC_ACQ_REL,
+	                                __ATOMIC_ACQUIRE)) {
+		registering_here = 1;
+		pthread_atfork(fork_prepare, fork_parent, fork_child);
+		registering_here = 0;
+		__atomic_store_n(&atfork_state, 2, __ATOMIC_RELEASE);
+		return;
+	}
+	while (__atomic_load_n(&atfork_state, __ATOMIC_ACQUIRE) != 2)
+		os_yield();
 }
 
 static struct pa_pageheap *default_heap_build(void)
 {
 	int built_here = 0;
+	fork_handlers_register();
 	lock_acquire(&init_lock);
 	if (__atomic_load_n(&default_state, __ATOMIC_RELAXED) == HEAP_UNINIT) {
 		config_load_env();
@@ -116,9 +158,7 @@ static struct pa_pageheap *default_heap_build(void)
 	}
 	lock_release(&init_lock);
 	if (built_here) {
-		/* Both may allocate: only now that the heap is ready. */
 		config_on_change = apply_live_config;
-		pthread_atfork(fork_prepare, fork_parent, fork_child);
 		__atomic_store_n(&scav_wanted, default_scav.conf.enabled, __ATOMIC_RELAXED);
 	}
 	return default_state == HEAP_READY ? &default_heap : NULL;
@@ -239,9 +279,19 @@ void pa_cache_flush(void)
 
 /* ---- the malloc layer's view (pages.h) ------------------------------------ */
 
-int pages_ready(void)
+int pages_once(int *done, int (*fn)(void))
 {
-	return default_heap_get() != NULL ? 0 : -1;
+	if (default_heap_get() == NULL)
+		return -1;
+	int r = 0;
+	lock_acquire(&init_lock);
+	if (!__atomic_load_n(done, __ATOMIC_RELAXED)) {
+		r = fn();
+		if (r == 0)
+			__atomic_store_n(done, 1, __ATOMIC_RELEASE);
+	}
+	lock_release(&init_lock);
+	return r;
 }
 
 uintptr_t pages_alloc(size_t npages, size_t *scav)

@@ -12,8 +12,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Build the default heap if needed. 0, or -1 when it cannot be built. */
-int pages_ready(void);
+/* Build the default heap if needed, then, if *done is 0, run fn under the
+ * lock that building the heap and fork handling take (so a fork never
+ * catches fn half done), and set *done when fn returns 0. fn must not
+ * allocate. Returns 0, or -1 when the heap cannot be built, or fn's error. */
+int pages_once(int *done, int (*fn)(void));
 
 /* npages contiguous pages, or 0 (errno = ENOMEM). *scav (if non-NULL) gets
  * how many of them were released to the OS and read as zero. */
@@ -35,8 +38,8 @@ int pages_release_zeroes(void);
  * hold (pages in spans and large objects, when nothing else uses pa_pages). */
 void pages_totals(size_t *mapped, size_t *released, size_t *inuse_outside_caches);
 
-/* Register fork handlers that run around the page heap's own: the malloc
- * layer's locks are taken before the heap's and reset after. */
+/* Fork handlers that run around the page heap's own: the malloc layer's
+ * locks are taken before the heap's and reset after. Call from pages_once. */
 void pages_set_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 
 #endif
