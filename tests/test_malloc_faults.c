@@ -1,0 +1,332 @@
+/*
+ * test_malloc_faults.c — every bad pointer the malloc layer promises to
+ * catch kills the process with SIGABRT after exactly one line on stderr:
+ * "pagealloc: FUNC(0xADDR): FAULT", FUNC the C name of the function called,
+ * ADDR the pointer passed, FAULT the text src/span.c gives the fault.
+ *
+ * Each case runs in a forked child (tu_run_child) with stderr on a pipe;
+ * the parent checks the wait status and compares the whole of stderr with
+ * the line it expects, built from the pointer the child reports back
+ * through a shared page. The cases are one table, each named for the fault
+ * and the path that must catch it: a small double free caught at once by
+ * the free-key in the cache, and one caught after the block went back to
+ * its span through a cache overflow (its alloc bit is 0 there); a large
+ * double free while the block waits in the thread's large slots (alloc bit
+ * 0), and one after its pages went back to the page heap (its page-map
+ * entry is gone: "foreign pointer, or freed already");
+ * a small double free after the span went back to the heap (foreign);
+ * interior pointers into a small block, into a large block's first and
+ * third page and into the tail waste of a span; pointers the heap never
+ * returned (glibc's malloc, the stack, a pa_pages_alloc page, a live
+ * block's address with a high bit set) to free and to malloc_usable_size;
+ * realloc of a freed block and of an interior pointer; free_sized with more
+ * than the block holds; free_aligned_sized with an alignment the block does
+ * not have. docs/design.md has the table of faults and when each is caught.
+ */
+#include <signal.h>
+#include <sys/mman.h>
+
+#include "testutil.h"
+
+#include "cache.h"
+#include "pagealloc.h"
+#include "pagemap.h"
+#include "span.h"
+
+/* The fault texts of src/span.c (fault_text), word for word. */
+#define FOREIGN "not a live block of this heap (foreign pointer, or freed already)"
+#define INTERIOR "points inside a block, not at its start (interior pointer)"
+#define DOUBLE_FREE "block is already free (double free)"
+#define BAD_SIZE "size is larger than the block (wrong size)"
+#define BAD_ALIGN "block does not have that alignment (wrong alignment)"
+
+/* Written by the child just before the faulting call: the pointer it
+ * passes (a MAP_SHARED page, so the parent sees it). */
+struct shared {
+	uintptr_t ptr;
+	int setup_failed; /* the child could not build the case */
+};
+static struct shared *shared;
+
+static void *set_ptr(void *p)
+{
+	shared->ptr = (uintptr_t)p;
+	return p;
+}
+
+static void setup_failed(void)
+{
+	shared->setup_failed = 1;
+	_exit(3);
+}
+
+/* ---- the cases (each runs in the child and must not return) --------------- */
+
+static void small_double_free_at_once(void)
+{
+	void *p = pa_malloc(64);
+	pa_free(p);
+	pa_free(set_ptr(p));
+}
+
+/* The block's alloc bit in its span (0: the span has it back). */
+static int span_has_it_free(void *p)
+{
+	struct pa_span *s = pagemap_lookup((uintptr_t)p);
+	int exact;
+	unsigned i = span_index(s, (uintptr_t)p, &exact);
+	return exact && !span_bit(s, i);
+}
+
+/* With the cache's list empty, free `max` other 64-byte blocks (the list
+ * is then full), then p: the overflow gives the newest batch, p with it,
+ * back to the spans. A keeper stays live so p's span is not retired (its
+ * page-map entry stays). */
+static void small_double_free_after_cache_overflow(void)
+{
+	unsigned cls = pa_size_to_class(64), max = 2 * cache_batch(cls);
+	static void *other[256];
+	void *keeper = pa_malloc(64), *p = pa_malloc(64);
+	for (unsigned k = 0; k < max; k++)
+		other[k] = pa_malloc(64);
+	if (pagemap_lookup((uintptr_t)keeper) != pagemap_lookup((uintptr_t)p))
+		setup_failed();  /* the batches are contiguous: expected one span */
+	pa_thread_cache_flush(); /* the list is empty */
+	for (unsigned k = 0; k < max; k++)
+		pa_free(other[k]);
+	pa_free(p);
+	if (!span_has_it_free(p))
+		setup_failed();
+	pa_free(set_ptr(p));
+}
+
+/* The flush gives the whole batch back: the span is empty and goes back
+ * to the page heap, and the page map forgets it. */
+static void small_double_free_after_its_span_went_back(void)
+{
+	void *p = pa_malloc(64);
+	pa_free(p);
+	pa_thread_cache_flush();
+	if (pagemap_lookup((uintptr_t)p) != NULL)
+		setup_failed();
+	pa_free(set_ptr(p));
+}
+
+/* 13 pages: the free keeps the span in the thread's large slots, its
+ * alloc bit 0. */
+static void large_double_free_in_the_threads_slots(void)
+{
+	void *p = pa_malloc(100000);
+	pa_free(p);
+	pa_free(set_ptr(p));
+}
+
+/* More pages than a slot takes: the free gives them to the page heap and
+ * the page map forgets the block. */
+static void large_double_free_after_its_pages_went_back(void)
+{
+	size_t n = (PA_LARGE_SLOT_MAX_PAGES + 1) * PA_PAGE_BYTES;
+	void *p = pa_malloc(n);
+	pa_free(p);
+	if (pagemap_lookup((uintptr_t)p) != NULL)
+		setup_failed();
+	pa_free(set_ptr(p));
+}
+
+static void small_interior_pointer(void)
+{
+	char *p = pa_malloc(64);
+	pa_free(set_ptr(p + 16));
+}
+
+static void large_interior_pointer_on_its_first_page(void)
+{
+	char *p = pa_malloc(5 * PA_PAGE_BYTES);
+	pa_free(set_ptr(p + 16));
+}
+
+static void large_interior_pointer_on_its_third_page(void)
+{
+	char *p = pa_malloc(5 * PA_PAGE_BYTES);
+	pa_free(set_ptr(p + 3 * PA_PAGE_BYTES));
+}
+
+/* Class 48: 170 objects in one 8 KiB page, so [8160, 8192) of the span is
+ * tail waste. A one-page span starts on its page: base = p rounded down. */
+static void pointer_into_the_tail_waste_of_a_span(void)
+{
+	char *p = pa_malloc(48);
+	uintptr_t cls = pa_size_to_class(48);
+	if (pa_sizeclasses[cls].size != 48 || pa_sizeclasses[cls].pages != 1 ||
+	    pa_sizeclasses[cls].objects != 170)
+		setup_failed();
+	char *base = (char *)((uintptr_t)p & ~(PA_PAGE_BYTES - 1));
+	pa_free(set_ptr(base + 170 * 48));
+}
+
+static void free_of_a_glibc_block(void)
+{
+	void *p = malloc(64);
+	pa_free(set_ptr(p));
+}
+
+static void free_of_a_stack_address(void)
+{
+	char buf[64];
+	memset(buf, 1, sizeof(buf));
+	pa_free(set_ptr(buf));
+}
+
+static void free_of_a_page_from_the_page_api(void)
+{
+	void *p = pa_pages_alloc(1);
+	pa_free(set_ptr(p));
+}
+
+/* A live block's address with bit 52 set (a tagged pointer): the page map
+ * masks it to the block's page, the exact check must still refuse it. */
+static void free_of_a_live_block_with_a_high_bit_set(void)
+{
+	void *p = pa_malloc(64);
+	pa_free(set_ptr((void *)((uintptr_t)p | (uintptr_t)1 << 52)));
+}
+
+static void realloc_of_a_freed_block(void)
+{
+	void *p = pa_malloc(64);
+	pa_free(p);
+	pa_realloc(set_ptr(p), 100);
+}
+
+static void usable_size_of_a_glibc_block(void)
+{
+	void *p = malloc(64);
+	pa_malloc_usable_size(set_ptr(p));
+}
+
+static void free_sized_larger_than_a_small_block(void)
+{
+	void *p = pa_malloc(64);
+	pa_free_sized(set_ptr(p), 65);
+}
+
+static void free_sized_larger_than_a_large_block(void)
+{
+	void *p = pa_malloc(100000); /* 13 pages */
+	pa_free_sized(set_ptr(p), 13 * PA_PAGE_BYTES + 1);
+}
+
+static void realloc_of_an_interior_pointer(void)
+{
+	char *p = pa_malloc(64);
+	pa_realloc(set_ptr(p + 32), 200);
+}
+
+/* A 48-byte block not at a page start, freed as if 8 KiB-aligned. */
+static void free_aligned_sized_with_an_alignment_the_block_lacks(void)
+{
+	char *p = pa_malloc(48), *q = pa_malloc(48);
+	char *bad = (uintptr_t)p % PA_PAGE_BYTES != 0 ? p : q;
+	pa_free_aligned_sized(set_ptr(bad), PA_PAGE_BYTES, 48);
+}
+
+struct fault_case {
+	const char *name;
+	void (*run)(void);
+	const char *func;  /* as the message names it */
+	const char *fault; /* one of the texts above */
+};
+
+static const struct fault_case cases[] = {
+    {"small double free, at once", small_double_free_at_once, "free", DOUBLE_FREE},
+    {"small double free, after a cache overflow", small_double_free_after_cache_overflow, "free",
+     DOUBLE_FREE},
+    {"small double free, span back in the heap", small_double_free_after_its_span_went_back, "free",
+     FOREIGN},
+    {"large double free, in the slots", large_double_free_in_the_threads_slots, "free",
+     DOUBLE_FREE},
+    {"large double free, pages back in the heap", large_double_free_after_its_pages_went_back,
+     "free", FOREIGN},
+    {"small interior pointer", small_interior_pointer, "free", INTERIOR},
+    {"large interior pointer, first page", large_interior_pointer_on_its_first_page, "free",
+     INTERIOR},
+    {"large interior pointer, third page", large_interior_pointer_on_its_third_page, "free",
+     INTERIOR},
+    {"span tail waste", pointer_into_the_tail_waste_of_a_span, "free", INTERIOR},
+    {"glibc block", free_of_a_glibc_block, "free", FOREIGN},
+    {"stack address", free_of_a_stack_address, "free", FOREIGN},
+    {"page from pa_pages_alloc", free_of_a_page_from_the_page_api, "free", FOREIGN},
+    {"live block with bit 52 set", free_of_a_live_block_with_a_high_bit_set, "free", FOREIGN},
+    {"realloc of a freed block", realloc_of_a_freed_block, "realloc", DOUBLE_FREE},
+    {"realloc of an interior pointer", realloc_of_an_interior_pointer, "realloc", INTERIOR},
+    {"malloc_usable_size of a glibc block", usable_size_of_a_glibc_block, "malloc_usable_size",
+     FOREIGN},
+    {"free_sized too large, small", free_sized_larger_than_a_small_block, "free_sized", BAD_SIZE},
+    {"free_sized too large, large", free_sized_larger_than_a_large_block, "free_sized", BAD_SIZE},
+    {"free_aligned_sized, misaligned", free_aligned_sized_with_an_alignment_the_block_lacks,
+     "free_aligned_sized", BAD_ALIGN},
+};
+
+static void run_case(void *arg)
+{
+	const struct fault_case *c = arg;
+	c->run();
+	/* Still alive: the fault went unnoticed. Exit 0, which the parent
+	 * reports as "not killed". */
+}
+
+static void every_bad_pointer_aborts_with_one_line_naming_it(void **state)
+{
+	(void)state;
+	shared =
+	    mmap(NULL, sizeof(*shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(shared != MAP_FAILED);
+	/* No scavenger thread: a child of a threaded process would restart it,
+	 * which ThreadSanitizer refuses (die_after_fork). */
+	assert_int_equal(pa_config_set("scavenger", "off"), 0);
+	/* Build the heap here, so each child starts from a heap in use. */
+	pa_free(pa_malloc(1));
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct fault_case *c = &cases[i];
+		tu_case = c->name;
+		memset(shared, 0, sizeof(*shared));
+		char err[1024], want[512];
+		int status = tu_run_child(run_case, (void *)c, err, sizeof(err));
+		if (shared->setup_failed)
+			fail_msg("%s: the child could not set the case up", c->name);
+		if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT)
+			fail_msg("%s: child %s %d, want SIGABRT; stderr: \"%s\"", c->name,
+			         WIFSIGNALED(status) ? "killed by signal" : "exited with",
+			         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), err);
+		snprintf(want, sizeof(want), "pagealloc: %s(%#" PRIxPTR "): %s\n", c->func,
+		         shared->ptr, c->fault);
+		if (strcmp(err, want) != 0)
+			fail_msg("%s: stderr is\n\"%s\"\nwant\n\"%s\"", c->name, err, want);
+		TU_EQ(tu_count_lines(err), 1);
+	}
+	munmap(shared, sizeof(*shared));
+}
+
+static void free_of_null_does_nothing_and_keeps_errno(void **state)
+{
+	(void)state;
+	struct pa_malloc_stats before, after;
+	assert_int_equal(pa_malloc_stats(&before), 0);
+	errno = 1234;
+	pa_free(NULL);
+	TU_EQ(errno, 1234);
+	pa_free_sized(NULL, 64);
+	TU_EQ(errno, 1234);
+	assert_int_equal(pa_malloc_stats(&after), 0);
+	TU_EQ(after.live_objects, before.live_objects);
+	TU_EQ(after.cached_bytes, before.cached_bytes);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    TU_TEST(every_bad_pointer_aborts_with_one_line_naming_it),
+	    TU_TEST(free_of_null_does_nothing_and_keeps_errno),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
