@@ -69,7 +69,9 @@ unsigned central_take(unsigned cls, unsigned n, void **head)
 				int exact;
 				i = span_index(s, (uintptr_t)o, &exact);
 			} else {
-				i = s->bump++;
+				i = s->bump;
+				/* pa_free reads it without the lock */
+				__atomic_store_n(&s->bump, (uint16_t)(i + 1), __ATOMIC_RELAXED);
 				o = (void **)(s->base + (uintptr_t)i * s->size);
 			}
 			span_bit_set(s, i, 1);

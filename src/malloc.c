@@ -130,6 +130,7 @@ static void *large_alloc_pages(size_t n, size_t align, int zero)
 	s->base = base;
 	s->npages = npages;
 	s->objects = 1; /* size 0, magic 0, class 0: one object, live */
+	s->bump = 1;
 	span_bit_set(s, 0, 1);
 	if (pagemap_set(base, 1, s) != 0) {
 		pages_free(base, npages);
@@ -210,6 +211,9 @@ static void large_free(struct pa_span *s);
 static void __attribute__((noinline)) free_slow(struct pa_span *s, void *p)
 {
 	if (s->cls == 0) {
+		/* Waiting in large slots already, its free-key overwritten. */
+		if (!span_bit(s, 0))
+			span_report("free", p, PA_OBJ_DOUBLE_FREE);
 		large_free(s);
 		return;
 	}
@@ -233,6 +237,8 @@ static inline int block_check(void *p, struct pa_span **span)
 	unsigned i = span_index(s, a, &exact);
 	if (__builtin_expect(!exact || i >= s->objects, 0))
 		return PA_OBJ_INTERIOR;
+	if (__builtin_expect(i >= __atomic_load_n(&s->bump, __ATOMIC_RELAXED), 0))
+		return PA_OBJ_FOREIGN; /* an object the span never handed out */
 	if (__builtin_expect(!span_bit(s, i) || ((void **)p)[1] == (void *)span_free_key(p), 0))
 		return PA_OBJ_DOUBLE_FREE;
 	return -1;
@@ -309,7 +315,12 @@ void pa_free(void *p)
 	unsigned i = span_index(s, a, &exact);
 	void **o = p;
 	void *key = (void *)span_free_key(p);
-	if (__builtin_expect(!exact || !span_bit(s, i) || o[1] == key, 0))
+	/* Never handed out (at or past the bump index), or freed already (the
+	 * free-key in place); the alloc bit is checked when the object returns
+	 * to its span (a load that depends on the index here cost ~5 ns per
+	 * pair: docs/design.md). */
+	if (__builtin_expect(
+	        !exact || i >= __atomic_load_n(&s->bump, __ATOMIC_RELAXED) || o[1] == key, 0))
 		goto bad;
 	unsigned cls = s->cls;
 	struct pa_tc_list *l = &cache_self->lists[cls];
