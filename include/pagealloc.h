@@ -116,6 +116,10 @@ size_t pa_scavenge(size_t bytes);
  *                     lists (default on; off: every small malloc and free
  *                     takes its class's lock; read at each thread's first
  *                     allocation)
+ *   stats_print=on|off  print the heap's story (pa_malloc_stats_print) when
+ *                     the process exits (default off; jemalloc's key)
+ *   stats_file=PATH   where stats_print writes ("%p" becomes the process id;
+ *                     default: standard error)
  * Scavenger keys take effect at once, also after the first allocation.
  */
 int pa_config_set(const char *key, const char *value);
@@ -205,6 +209,11 @@ struct pa_malloc_stats {
 
 /* Fill *out. Returns 0, or -1 (EINVAL) for NULL. */
 int pa_malloc_stats(struct pa_malloc_stats *out);
+
+/* Write the heap's story, human-readable, to file descriptor fd: the figures
+ * of pa_malloc_stats and pa_stats, peak and current resident memory and what
+ * /proc/self/smaps_rollup says. Allocates nothing. */
+void pa_malloc_stats_print(int fd);
 
 #ifdef __cplusplus
 }

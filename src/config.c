@@ -31,6 +31,7 @@ enum conf_type {
 	CONF_SIZE, /* a size with an optional K/M/G/T suffix, at least `min` */
 	CONF_ENUM, /* one of `names`; the value stored is its index */
 	CONF_UINT, /* a decimal number in [min, max] */
+	CONF_PATH, /* a file name (no commas), kept as a string */
 };
 
 struct conf_key {
@@ -61,6 +62,8 @@ static const struct conf_key conf_keys[] = {
     KEY(memory_limit, CONF_SIZE, 0, 0, NULL, "a size such as 2G, or 0 for none"),
     KEY(scavenge_delay_ms, CONF_UINT, 0, 3600000, NULL, "milliseconds from 0 to 3600000"),
     KEY(thread_cache, CONF_ENUM, 0, 0, on_off, "on or off"),
+    KEY(stats_print, CONF_ENUM, 0, 0, on_off, "on or off"),
+    KEY(stats_file, CONF_PATH, 0, 0, NULL, "a file name shorter than 256 bytes"),
 };
 #undef KEY
 
@@ -161,6 +164,16 @@ static int apply_one(const char *key, size_t klen, const char *value, size_t vle
 	if (k == NULL) {
 		warn(source, "unknown key", key, klen, " ignored");
 		return -1;
+	}
+	if (k->type == CONF_PATH) {
+		char *path = (char *)&pa_conf + k->offset;
+		if (vlen >= PA_CONF_PATH_MAX) {
+			warn(source, "value too long for", k->name, strlen(k->name), "; ignored");
+			return -1;
+		}
+		memcpy(path, value, vlen);
+		path[vlen] = '\0';
+		return 0;
 	}
 	size_t v, *field = (size_t *)((char *)&pa_conf + k->offset);
 	if (parse_value(k, value, vlen, &v) != 0) {

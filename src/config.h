@@ -12,17 +12,21 @@
 
 #include <stddef.h>
 
+#define PA_CONF_PATH_MAX 256
+
 struct pa_config {
-	size_t arena_size;        /* address space reserved per heap growth */
-	size_t percpu_cache;      /* enum pa_cache_mode wanted: off, locked, on (rseq) */
-	size_t scavenger;         /* 0 off, 1 on: the background scavenger thread */
-	size_t scavenge_percent;  /* its CPU share, 1..100 (% of one core) */
-	size_t release;           /* 0 MADV_DONTNEED, 1 MADV_FREE */
-	size_t memory_limit;      /* bytes, 0: none */
-	size_t scavenge_delay_ms; /* free this long before background release */
-	size_t thread_cache;      /* 1: per-thread object caches; 0: every malloc/free
-	                           * goes to the central lists (read by each thread's
-	                           * first slow path) */
+	size_t arena_size;                 /* address space reserved per heap growth */
+	size_t percpu_cache;               /* enum pa_cache_mode wanted: off, locked, on (rseq) */
+	size_t scavenger;                  /* 0 off, 1 on: the background scavenger thread */
+	size_t scavenge_percent;           /* its CPU share, 1..100 (% of one core) */
+	size_t release;                    /* 0 MADV_DONTNEED, 1 MADV_FREE */
+	size_t memory_limit;               /* bytes, 0: none */
+	size_t scavenge_delay_ms;          /* free this long before background release */
+	size_t thread_cache;               /* 1: per-thread object caches; 0: every malloc/free
+	                                    * goes to the central lists (read by each thread's
+	                                    * first slow path) */
+	size_t stats_print;                /* 1: print the heap's story at exit (stats_print.c) */
+	char stats_file[PA_CONF_PATH_MAX]; /* where: a path ("%p" becomes the pid); "": stderr */
 };
 
 /* Called after pa_config_set / pa_config changed a key (set by pages.c so a
