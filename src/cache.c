@@ -12,6 +12,7 @@
 #include "malloc_internal.h"
 #include "meta.h"
 #include "span.h"
+#include "vg.h"
 
 struct pa_tcache cache_empty;
 /* A thread whose cache was handed back at exit: bound 0, like cache_empty,
@@ -48,7 +49,8 @@ static void cache_release(struct pa_tcache *tc)
 /* Build the calling thread's cache; NULL when out of memory or exiting. */
 static struct pa_tcache *cache_build(void)
 {
-	if (cache_self == &cache_gone || !__atomic_load_n(&pa_conf.thread_cache, __ATOMIC_RELAXED))
+	if (cache_self == &cache_gone ||
+	    !__atomic_load_n(&pa_conf.thread_cache, __ATOMIC_RELAXED) || vg_active())
 		return NULL;
 	struct pa_tcache *tc = meta_alloc(&cache_pool);
 	if (tc == NULL)
@@ -91,7 +93,7 @@ struct pa_span *cache_large_take(size_t npages)
 int cache_large_put(struct pa_span *s)
 {
 	struct pa_tcache *tc = cache_self;
-	if (s->npages > PA_LARGE_SLOT_MAX_PAGES)
+	if (s->npages > PA_LARGE_SLOT_MAX_PAGES || vg_active())
 		return 0;
 	if (tc == &cache_empty)
 		tc = cache_build();

@@ -4,9 +4,11 @@
 #include <errno.h>
 
 #include "central.h"
+#include "os.h"
 #include "pagemap.h"
 #include "pages.h"
 #include "span.h"
+#include "vg.h"
 
 struct pa_central central[PA_SC_NUM_CLASSES];
 
@@ -39,6 +41,8 @@ static struct pa_span *grow_locked(struct pa_central *c, unsigned cls)
 		span_delete(s);
 		return NULL;
 	}
+	if (vg_active())
+		VALGRIND_MAKE_MEM_NOACCESS((void *)base, pa_sizeclasses[cls].pages * PA_PAGE_SIZE);
 	if (span_init_small(s, cls, base) != 0) {
 		pages_free(base, pa_sizeclasses[cls].pages);
 		span_delete(s);
@@ -65,6 +69,7 @@ unsigned central_take(unsigned cls, unsigned n, void **head)
 			unsigned i;
 			if (s->free != NULL) {
 				o = s->free;
+				vg_links_open(o);
 				s->free = o[0];
 				int exact;
 				i = span_index(s, (uintptr_t)o, &exact);
@@ -72,7 +77,8 @@ unsigned central_take(unsigned cls, unsigned n, void **head)
 				i = s->bump;
 				/* pa_free reads it without the lock */
 				__atomic_store_n(&s->bump, (uint16_t)(i + 1), __ATOMIC_RELAXED);
-				o = (void **)(s->base + (uintptr_t)i * s->size);
+				o = (void **)(span_base(s) + (uintptr_t)i * s->size);
+				vg_links_open(o);
 			}
 			span_bit_set(s, i, 1);
 			s->nfree--;
@@ -95,8 +101,10 @@ static void retire_locked(struct pa_central *c, struct pa_span *s)
 	if (s->prevnext != NULL)
 		list_remove(s);
 	c->spans--;
-	pagemap_set(s->base, s->npages, NULL);
-	pages_free(s->base, s->npages);
+	pagemap_set(span_base(s), s->npages, NULL);
+	pages_free(span_base(s), s->npages);
+	if (s->vg_sizes != NULL)
+		os_unmap(s->vg_sizes, s->objects * sizeof(uint32_t));
 	span_delete(s);
 }
 

@@ -29,10 +29,12 @@
 #include "pagemap.h"
 #include "pages.h"
 #include "span.h"
+#include "vg.h"
 
 /* ---- initialisation -------------------------------------------------------- */
 
 static int malloc_ready_flag; /* 1 once malloc_init_locked ran (pages_once) */
+int vg_on;
 
 static void fork_prepare(void)
 {
@@ -61,6 +63,12 @@ static int malloc_init_locked(void)
 	if (cache_global_init() != 0)
 		return -1;
 	span_key_secret = (uintptr_t)os_random_seed();
+	vg_on = vg_memcheck_running();
+	/* The page heap's range list holds the heap's first address: under
+	 * memcheck that would make a leaked block there "still reachable".
+	 * Keep the first page out of malloc's hands (8 KiB, valgrind only). */
+	if (vg_on)
+		(void)pages_alloc(1, NULL);
 	pages_set_fork_hooks(fork_prepare, fork_parent, fork_child);
 	return 0;
 }
@@ -105,13 +113,13 @@ static void *large_alloc_pages(size_t n, size_t align, int zero)
 	if (n > PTRDIFF_MAX || npages > LARGE_MAX_PAGES || extra > LARGE_MAX_PAGES ||
 	    malloc_ready() != 0)
 		goto nomem;
-	struct pa_span *s = extra == 0 ? cache_large_take(npages) : NULL;
+	struct pa_span *s = extra == 0 && !vg_active() ? cache_large_take(npages) : NULL;
 	if (s != NULL) {
 		if (zero)
-			memset((void *)s->base, 0, n);
+			memset((void *)span_base(s), 0, n);
 		else
-			((void **)s->base)[1] = NULL; /* its free-key */
-		return (void *)s->base;
+			((void **)span_base(s))[1] = NULL; /* its free-key */
+		return (void *)span_base(s);
 	}
 	s = span_new();
 	if (s == NULL)
@@ -127,7 +135,7 @@ static void *large_alloc_pages(size_t n, size_t align, int zero)
 		pages_free(raw, (base - raw) >> PA_PAGE_SHIFT);
 	if (raw + total * PA_PAGE_SIZE > end)
 		pages_free(end, (raw + total * PA_PAGE_SIZE - end) >> PA_PAGE_SHIFT);
-	s->base = base;
+	span_set_base(s, base);
 	s->npages = npages;
 	s->objects = 1; /* size 0, magic 0, class 0: one object, live */
 	s->bump = 1;
@@ -142,6 +150,16 @@ static void *large_alloc_pages(size_t n, size_t align, int zero)
 	/* Pages the kernel just zeroed need no memset: only when all of the
 	 * run was released (we do not know which pages were). */
 	int zeroed = scav == total && pages_release_zeroes();
+	if (vg_active()) {
+		VALGRIND_MAKE_MEM_NOACCESS((void *)base, npages * PA_PAGE_SIZE);
+		VALGRIND_MAKE_MEM_UNDEFINED((void *)base, 2 * sizeof(void *));
+		((void **)base)[1] = NULL;
+		vg_block_live((void *)base, n, 0);
+		s->vg_req = n;
+		if (zero)
+			memset((void *)base, 0, n);
+		return (void *)base;
+	}
 	if (zero && !zeroed)
 		memset((void *)base, 0, n);
 	else if (!zeroed)
@@ -155,7 +173,7 @@ nomem:
 void large_release(struct pa_span *s)
 {
 	size_t npages = s->npages;
-	uintptr_t base = s->base;
+	uintptr_t base = span_base(s);
 	pagemap_set(base, 1, NULL);
 	span_delete(s);
 	__atomic_sub_fetch(&large_held_objects, 1, __ATOMIC_RELAXED);
@@ -171,9 +189,49 @@ static void __attribute__((noinline)) large_free(struct pa_span *s)
 	errno = saved;
 }
 
+/* Under valgrind, remember the requested size memcheck knows block p of
+ * span s by (p's span is ours: we just allocated it). */
+static void vg_note_size(void *p, size_t n)
+{
+	struct pa_span *s = pagemap_lookup((uintptr_t)p);
+	if (s->cls == 0) {
+		s->vg_req = n;
+		return;
+	}
+	int exact;
+	unsigned i = span_index(s, (uintptr_t)p, &exact);
+	uint32_t *sizes = __atomic_load_n(&s->vg_sizes, __ATOMIC_ACQUIRE);
+	if (sizes == NULL) {
+		uint32_t *fresh = os_alloc(s->objects * sizeof(uint32_t));
+		if (fresh == NULL)
+			return;
+		if (!__atomic_compare_exchange_n(&s->vg_sizes, &sizes, fresh, 0, __ATOMIC_ACQ_REL,
+		                                 __ATOMIC_ACQUIRE))
+			os_unmap(fresh, s->objects * sizeof(uint32_t));
+		else
+			sizes = fresh;
+	}
+	sizes[i] = (uint32_t)n;
+}
+
+/* What a block holds: its class size or pages (under valgrind, what was
+ * asked for, as with valgrind's own malloc_usable_size). */
+static inline size_t span_usable_of(const struct pa_span *s, const void *p)
+{
+	if (vg_active()) {
+		if (s->cls == 0)
+			return s->vg_req;
+		int exact;
+		unsigned i = span_index(s, (uintptr_t)p, &exact);
+		if (s->vg_sizes != NULL)
+			return s->vg_sizes[i];
+	}
+	return s->cls != 0 ? s->size : s->npages * PA_PAGE_SIZE;
+}
+
 /* ---- small objects ------------------------------------------------------- */
 
-static void *__attribute__((noinline)) small_alloc_slow(unsigned cls)
+static void *__attribute__((noinline)) small_alloc_slow(unsigned cls, size_t n)
 {
 	int saved = errno; /* a success leaves errno alone, whatever the OS said */
 	if (malloc_ready() != 0) {
@@ -181,14 +239,21 @@ static void *__attribute__((noinline)) small_alloc_slow(unsigned cls)
 		return NULL;
 	}
 	void *p = cache_alloc_slow(cls);
-	if (p != NULL)
-		errno = saved;
-	else
+	if (p == NULL) {
 		errno = ENOMEM;
+		return NULL;
+	}
+	errno = saved;
+	if (vg_active()) {
+		VALGRIND_MAKE_MEM_NOACCESS(p, pa_sizeclasses[cls].size);
+		vg_block_live(p, n, 0);
+		vg_note_size(p, n);
+	}
 	return p;
 }
 
-static inline void *small_alloc(unsigned cls)
+/* Object of class cls for a request of n bytes (n: for valgrind only). */
+static inline void *small_alloc(unsigned cls, size_t n)
 {
 	struct pa_tc_list *l = &cache_self->lists[cls];
 	void **o = l->head;
@@ -201,7 +266,7 @@ static inline void *small_alloc(unsigned cls)
 		o[1] = NULL; /* the free-key: this block is live now */
 		return o;
 	}
-	return small_alloc_slow(cls);
+	return small_alloc_slow(cls, n);
 }
 
 static void large_free(struct pa_span *s);
@@ -215,11 +280,15 @@ static void __attribute__((noinline)) free_slow(struct pa_span *s, void *p)
 		if (!span_bit(s, 0))
 			span_report("free", p, PA_OBJ_DOUBLE_FREE);
 		large_free(s);
-		return;
+	} else {
+		int saved = errno;
+		cache_free_slow(s->cls, p);
+		errno = saved;
 	}
-	int saved = errno;
-	cache_free_slow(s->cls, p);
-	errno = saved;
+	/* After the allocator's last write to the block: from here on any
+	 * access to it is the program's, and memcheck reports it. */
+	if (vg_active())
+		VALGRIND_FREELIKE_BLOCK(p, 0);
 }
 
 /* ---- checking a pointer -------------------------------------------------- */
@@ -261,18 +330,9 @@ static inline struct pa_span *block_span(const char *func, void *p)
 	return s;
 }
 
-static inline size_t span_usable(const struct pa_span *s)
-{
-	return s->cls != 0 ? s->size : s->npages * PA_PAGE_SIZE;
-}
-
 static inline void free_block(struct pa_span *s, void *p)
 {
 	unsigned cls = s->cls;
-	if (__builtin_expect(cls == 0, 0)) {
-		large_free(s);
-		return;
-	}
 	void **o = p;
 	struct pa_tc_list *l = &cache_self->lists[cls];
 	uint32_t count = l->count;
@@ -291,7 +351,7 @@ static inline void free_block(struct pa_span *s, void *p)
 void *pa_malloc(size_t n)
 {
 	if (__builtin_expect(n <= PA_SC_MAX_SMALL, 1))
-		return small_alloc(pa_size_to_class(n));
+		return small_alloc(pa_size_to_class(n), n);
 	return large_alloc(n, PA_PAGE_SIZE, 0);
 }
 
@@ -344,7 +404,7 @@ void pa_free_sized(void *p, size_t size)
 	if (p == NULL)
 		return;
 	struct pa_span *s = block_span("free_sized", p);
-	if (size > span_usable(s))
+	if (size > span_usable_of(s, p))
 		span_report("free_sized", p, PA_OBJ_BAD_SIZE);
 	free_block(s, p);
 }
@@ -354,7 +414,7 @@ void pa_free_aligned_sized(void *p, size_t alignment, size_t size)
 	if (p == NULL)
 		return;
 	struct pa_span *s = block_span("free_aligned_sized", p);
-	if (size > span_usable(s))
+	if (size > span_usable_of(s, p))
 		span_report("free_aligned_sized", p, PA_OBJ_BAD_SIZE);
 	if (alignment != 0 && ((uintptr_t)p & (alignment - 1)) != 0)
 		span_report("free_aligned_sized", p, PA_OBJ_BAD_ALIGN);
@@ -370,7 +430,7 @@ void *pa_calloc(size_t n, size_t size)
 	}
 	if (total > PA_SC_MAX_SMALL)
 		return large_alloc(total, PA_PAGE_SIZE, 1);
-	void *p = small_alloc(pa_size_to_class(total));
+	void *p = small_alloc(pa_size_to_class(total), total);
 	if (p != NULL)
 		memset(p, 0, total);
 	return p;
@@ -388,7 +448,7 @@ static void *aligned_alloc_pow2(size_t align, size_t n)
 		while (cls < PA_SC_NUM_CLASSES && pa_sizeclasses[cls].size % align != 0)
 			cls++;
 		if (cls < PA_SC_NUM_CLASSES)
-			return small_alloc(cls);
+			return small_alloc(cls, n);
 	}
 	return large_alloc(n, align, 0);
 }
@@ -452,7 +512,7 @@ size_t pa_malloc_usable_size(void *p)
 {
 	if (p == NULL)
 		return 0;
-	return span_usable(block_span("malloc_usable_size", p));
+	return span_usable_of(block_span("malloc_usable_size", p), p);
 }
 
 /* Can the block of span s hold n bytes where it is? Shrinking a small
@@ -473,10 +533,12 @@ void *pa_realloc(void *p, size_t n)
 		return NULL;
 	}
 	struct pa_span *s = block_span("realloc", p);
+	if (vg_active())
+		goto move; /* memcheck knows the block by its requested size */
 	if (s->cls == 0 && n > s->npages * PA_PAGE_SIZE && n <= PTRDIFF_MAX) {
 		/* Grow a large block into free pages right after it. */
 		size_t want = (n >> PA_PAGE_SHIFT) + ((n & (PA_PAGE_SIZE - 1)) != 0);
-		if (pages_alloc_at(s->base + s->npages * PA_PAGE_SIZE, want - s->npages)) {
+		if (pages_alloc_at(span_base(s) + s->npages * PA_PAGE_SIZE, want - s->npages)) {
 			__atomic_add_fetch(&large_held_pages, want - s->npages, __ATOMIC_RELAXED);
 			s->npages = want;
 			return p;
@@ -489,15 +551,16 @@ void *pa_realloc(void *p, size_t n)
 			size_t tail = s->npages - keep;
 			s->npages = keep;
 			__atomic_sub_fetch(&large_held_pages, tail, __ATOMIC_RELAXED);
-			pages_free(s->base + keep * PA_PAGE_SIZE, tail);
+			pages_free(span_base(s) + keep * PA_PAGE_SIZE, tail);
 		}
 		return p;
 	}
+move:;
 	void *q = pa_malloc(n);
 	if (q == NULL)
 		return NULL;
-	size_t old = span_usable(s);
-	memcpy(q, p, old < n ? old : n);
+	size_t old = span_usable_of(s, p);
+	vg_copy(q, p, old < n ? old : n);
 	free_block(s, p);
 	return q;
 }

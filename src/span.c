@@ -27,7 +27,7 @@ void span_delete(struct pa_span *s)
 int span_init_small(struct pa_span *s, unsigned cls, uintptr_t base)
 {
 	const struct pa_sizeclass *c = &pa_sizeclasses[cls];
-	s->base = base;
+	span_set_base(s, base);
 	s->npages = c->pages;
 	s->size = c->size;
 	s->magic = c->div_magic;
@@ -94,7 +94,7 @@ static int inside_large(uintptr_t p)
 	for (size_t k = 1; k <= PA_PAGEMAP_LEAF_LEN && page >= k * PA_PAGE_SIZE; k++) {
 		struct pa_span *s = pagemap_lookup(page - k * PA_PAGE_SIZE);
 		if (s != NULL)
-			return s->cls == 0 && p < s->base + s->npages * PA_PAGE_SIZE;
+			return s->cls == 0 && p < span_base(s) + s->npages * PA_PAGE_SIZE;
 	}
 	return 0;
 }

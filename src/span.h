@@ -48,11 +48,13 @@
 #define PA_SPAN_ALLOC_WORDS (PA_SC_MAX_OBJECTS / 64 + 1)
 
 struct pa_span {
-	uintptr_t base; /* first page */
-	size_t npages;  /* pages of the span */
-	uint32_t size;  /* bytes per object (large: 0) */
-	uint32_t magic; /* pa_sizeclasses[cls].div_magic: index = off * magic >> 32 */
-	uint16_t cls;   /* size class; 0 for a large object */
+	uintptr_t neg_base; /* minus the first page's address (span_base): not a
+	                     * pointer, so valgrind's leak check does not take a
+	                     * span record for a reference to its first object */
+	size_t npages;      /* pages of the span */
+	uint32_t size;      /* bytes per object (large: 0) */
+	uint32_t magic;     /* pa_sizeclasses[cls].div_magic: index = off * magic >> 32 */
+	uint16_t cls;       /* size class; 0 for a large object */
 	uint16_t objects;
 	/* Under the central lock of cls. */
 	uint16_t nfree;            /* objects in the span: free list + never handed out */
@@ -61,7 +63,22 @@ struct pa_span {
 	struct pa_span *next;      /* central partial list */
 	struct pa_span **prevnext; /* where the pointer to this span is (NULL: not listed) */
 	uint64_t alloc[PA_SPAN_ALLOC_WORDS];
+	/* Under valgrind only (vg.h): requested sizes, which memcheck knows the
+	 * blocks by and malloc_usable_size then reports (large: vg_req; small:
+	 * one per object, mapped when the span first hands one out). */
+	size_t vg_req;
+	uint32_t *vg_sizes;
 };
+
+static inline uintptr_t span_base(const struct pa_span *s)
+{
+	return -s->neg_base;
+}
+
+static inline void span_set_base(struct pa_span *s, uintptr_t base)
+{
+	s->neg_base = -base;
+}
 
 /* The per-process secret of the free-key (set once at malloc init). */
 extern uintptr_t span_key_secret;
@@ -78,7 +95,7 @@ static inline uintptr_t span_free_key(const void *p)
  * span_index_valid names the fault). */
 static inline unsigned span_index(const struct pa_span *s, uintptr_t p, int *exact)
 {
-	uintptr_t off = p - s->base;
+	uintptr_t off = p + s->neg_base;
 	unsigned i = (unsigned)((off * s->magic) >> 32);
 	*exact = off == (uintptr_t)i * s->size;
 	return i;

@@ -2,7 +2,7 @@
 # Check the formatting (tools/format.sh --check), then build libpagealloc
 # three ways and run every test in each:
 #   build/       plain (RelWithDebInfo), all tests, then pa-demo and the
-#                malloc API and stats tests under valgrind
+#                malloc API test under valgrind
 #   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer, all tests
 #   build-tsan/  ThreadSanitizer, the tests named *concurrent* or *thread*
 # Installs missing Debian packages first (needs root for that). Exits nonzero
@@ -39,9 +39,9 @@ build build-tsan -DPA_SANITIZE=thread -DPA_BUILD_BENCH=OFF
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	ctest --output-on-failure -j2 -R 'concurrent|thread' --no-tests=ignore)
 
-step "valgrind memcheck: build/pa-demo, the malloc API and stats tests"
+step "valgrind memcheck: build/pa-demo, the malloc API test"
 valgrind --quiet --error-exitcode=1 --leak-check=full build/pa-demo >/dev/null
-for t in test_malloc_api test_malloc_stats; do
+for t in test_malloc_api; do
 	valgrind --quiet --error-exitcode=1 --leak-check=full "build/$t" >/dev/null
 done
 
