@@ -18,6 +18,14 @@
 extern "C" {
 #endif
 
+/* Every function here is exported from libpagealloc.so; everything else in
+ * the library is built with -fvisibility=hidden and stays internal. */
+#if defined(__GNUC__) || defined(__clang__)
+#define PA_API __attribute__((visibility("default")))
+#else
+#define PA_API
+#endif
+
 /* Size of one heap page. Every pa_pages_* address is a multiple of it. */
 #define PA_PAGE_BYTES ((size_t)8192)
 
@@ -28,7 +36,7 @@ extern "C" {
  * their last owner left. Returns NULL with errno = ENOMEM when the heap
  * cannot grow, and NULL with errno = EINVAL for npages == 0.
  */
-void *pa_pages_alloc(size_t npages);
+PA_API void *pa_pages_alloc(size_t npages);
 
 /*
  * Free npages pages at p, exactly as returned by pa_pages_alloc (or any
@@ -37,7 +45,7 @@ void *pa_pages_alloc(size_t npages);
  * free) prints one line naming the pointer and the fault to stderr and
  * aborts: continuing would corrupt the heap.
  */
-void pa_pages_free(void *p, size_t npages);
+PA_API void pa_pages_free(void *p, size_t npages);
 
 /* What the heap looks like, in bytes unless said otherwise. A snapshot taken
  * under the page heap lock: consistent with itself at one instant. */
@@ -77,10 +85,10 @@ struct pa_stats {
 };
 
 /* Fill *out with the default heap's counters. Returns 0, or -1 (EINVAL) for NULL. */
-int pa_stats(struct pa_stats *out);
+PA_API int pa_stats(struct pa_stats *out);
 
 /* Give every per-CPU cache's pages and queued frees back to the heap. */
-void pa_cache_flush(void);
+PA_API void pa_cache_flush(void);
 
 /*
  * Release free heap memory to the OS now, in the calling thread, highest
@@ -89,7 +97,7 @@ void pa_cache_flush(void);
  * Returns the bytes released. Released pages read as zero when next
  * allocated (with release=dontneed, the default).
  */
-size_t pa_scavenge(size_t bytes);
+PA_API size_t pa_scavenge(size_t bytes);
 
 /*
  * Configuration. The same keys are read once, at first use, from the
@@ -122,11 +130,11 @@ size_t pa_scavenge(size_t bytes);
  *                     default: standard error)
  * Scavenger keys take effect at once, also after the first allocation.
  */
-int pa_config_set(const char *key, const char *value);
+PA_API int pa_config_set(const char *key, const char *value);
 
 /* Apply a whole "key=value,key=value" string. Returns the number of entries
  * that were refused (each with its warning line). */
-int pa_config(const char *conf);
+PA_API int pa_config(const char *conf);
 
 /* ---- malloc ---------------------------------------------------------------
  *
@@ -147,28 +155,28 @@ int pa_config(const char *conf);
  *    prints one line naming the pointer and the fault, then aborts (see
  *    docs/design.md for which faults are always caught).
  */
-void *pa_malloc(size_t size);
-void pa_free(void *p);
-void *pa_calloc(size_t n, size_t size);
-void *pa_realloc(void *p, size_t size);
-void *pa_reallocarray(void *p, size_t n, size_t size);
-void *pa_aligned_alloc(size_t alignment, size_t size);
-int pa_posix_memalign(void **out, size_t alignment, size_t size);
-void *pa_memalign(size_t alignment, size_t size);
-void *pa_valloc(size_t size);          /* aligned to the OS page (4096) */
-void *pa_pvalloc(size_t size);         /* ditto, size rounded up to OS pages */
-size_t pa_malloc_usable_size(void *p); /* 0 for NULL */
-void pa_free_sized(void *p, size_t size);
-void pa_free_aligned_sized(void *p, size_t alignment, size_t size);
+PA_API void *pa_malloc(size_t size);
+PA_API void pa_free(void *p);
+PA_API void *pa_calloc(size_t n, size_t size);
+PA_API void *pa_realloc(void *p, size_t size);
+PA_API void *pa_reallocarray(void *p, size_t n, size_t size);
+PA_API void *pa_aligned_alloc(size_t alignment, size_t size);
+PA_API int pa_posix_memalign(void **out, size_t alignment, size_t size);
+PA_API void *pa_memalign(size_t alignment, size_t size);
+PA_API void *pa_valloc(size_t size);          /* aligned to the OS page (4096) */
+PA_API void *pa_pvalloc(size_t size);         /* ditto, size rounded up to OS pages */
+PA_API size_t pa_malloc_usable_size(void *p); /* 0 for NULL */
+PA_API void pa_free_sized(void *p, size_t size);
+PA_API void pa_free_aligned_sized(void *p, size_t alignment, size_t size);
 
 /* glibc's malloc_trim: give the calling thread's object cache back, then
  * release free heap memory to the OS (keeping `pad` bytes of free pages
  * resident). Returns 1 if memory was released, else 0. */
-int pa_malloc_trim(size_t pad);
+PA_API int pa_malloc_trim(size_t pad);
 
 /* Hand the calling thread's object cache back to the central lists. Other
  * threads' caches are flushed when those threads exit. */
-void pa_thread_cache_flush(void);
+PA_API void pa_thread_cache_flush(void);
 
 /* Size classes: objects up to PA_MALLOC_MAX_SMALL bytes share spans of
  * objects of one class; larger ones are whole runs of pages. */
@@ -208,12 +216,12 @@ struct pa_malloc_stats {
 };
 
 /* Fill *out. Returns 0, or -1 (EINVAL) for NULL. */
-int pa_malloc_stats(struct pa_malloc_stats *out);
+PA_API int pa_malloc_stats(struct pa_malloc_stats *out);
 
 /* Write the heap's story, human-readable, to file descriptor fd: the figures
  * of pa_malloc_stats and pa_stats, peak and current resident memory and what
  * /proc/self/smaps_rollup says. Allocates nothing. */
-void pa_malloc_stats_print(int fd);
+PA_API void pa_malloc_stats_print(int fd);
 
 #ifdef __cplusplus
 }

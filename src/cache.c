@@ -65,10 +65,11 @@ static struct pa_tcache *cache_build(void)
 	registry = tc;
 	registry_len++;
 	lock_release(&registry_lock);
-	/* Key numbers below PTHREAD_KEY_2NDLEVEL_SIZE (32) use storage inside
-	 * the thread descriptor: no allocation. */
-	pthread_setspecific(exit_key, tc);
+	/* The cache is ready before pthread_setspecific: for key numbers from
+	 * PTHREAD_KEY_2NDLEVEL_SIZE (32) up, glibc calloc's a block, and that
+	 * calloc (preloaded: ours) must find this cache, not build another. */
 	cache_self = tc;
+	pthread_setspecific(exit_key, tc);
 	return tc;
 }
 

@@ -2,11 +2,13 @@
  * config.c — PAGEALLOC_CONF and pa_config_set.
  */
 #include "config.h"
+#include "os.h"
 
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "layout.h"
 #include "msg.h"
@@ -220,9 +222,28 @@ int config_apply(const char *conf, const char *source)
 	return refused;
 }
 
+/* The first malloc of a preloaded process may come before libc has set up
+ * environ (from the dynamic loader, or libc's own early initialisation):
+ * then read the variable from the kernel's copy. */
+static char early_env[4096];
+
+static const char *env_from_proc(const char *name)
+{
+	long n = os_read_file("/proc/self/environ", early_env, sizeof(early_env) - 1);
+	if (n <= 0)
+		return NULL;
+	early_env[n] = '\0';
+	size_t len = strlen(name);
+	for (long i = 0; i < n; i += (long)strlen(early_env + i) + 1)
+		if (strncmp(early_env + i, name, len) == 0 && early_env[i + (long)len] == '=')
+			return early_env + i + len + 1;
+	return NULL;
+}
+
 void config_load_env(void)
 {
-	const char *env = getenv("PAGEALLOC_CONF");
+	const char *env =
+	    environ != NULL ? getenv("PAGEALLOC_CONF") : env_from_proc("PAGEALLOC_CONF");
 	if (env != NULL)
 		config_apply(env, "PAGEALLOC_CONF");
 }

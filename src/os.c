@@ -106,10 +106,10 @@ void os_futex_wake(uint32_t *word, int n)
 	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
-void os_write_stderr(const char *buf, size_t len)
+void os_write_fd(int fd, const char *buf, size_t len)
 {
 	while (len > 0) {
-		ssize_t w = write(2, buf, len);
+		ssize_t w = write(fd, buf, len);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
@@ -117,6 +117,30 @@ void os_write_stderr(const char *buf, size_t len)
 		buf += w;
 		len -= (size_t)w;
 	}
+}
+
+void os_write_stderr(const char *buf, size_t len)
+{
+	os_write_fd(2, buf, len);
+}
+
+int os_open_append(const char *path)
+{
+	int fd;
+	do
+		fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	while (fd < 0 && errno == EINTR);
+	return fd;
+}
+
+void os_close(int fd)
+{
+	close(fd);
+}
+
+int os_getpid(void)
+{
+	return (int)getpid();
 }
 
 _Noreturn void os_abort(void)
@@ -132,30 +156,42 @@ int os_getcpu(void)
 	return sched_getcpu();
 }
 
-/* Read a small sysfs file into buf (NUL-terminated); length or -1. */
-static ssize_t read_small_file(const char *path, char *buf, size_t cap)
+long os_read_file(const char *path, char *buf, size_t cap)
 {
+	if (cap == 0)
+		return -1;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	ssize_t n = read(fd, buf, cap - 1);
+	/* /proc files may come in pieces: read until EOF or the buffer is full. */
+	size_t n = 0;
+	while (n < cap - 1) {
+		ssize_t r = read(fd, buf + n, cap - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			close(fd);
+			return -1;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
 	close(fd);
-	if (n < 0)
-		return -1;
 	buf[n] = '\0';
-	return n;
+	return (long)n;
 }
 
 unsigned os_possible_cpus(void)
 {
 	/* Format "0-3,8-11": the highest id + 1 is what matters. */
 	char buf[256];
-	ssize_t n = read_small_file("/sys/devices/system/cpu/possible", buf, sizeof(buf));
+	long n = os_read_file("/sys/devices/system/cpu/possible", buf, sizeof(buf));
 	if (n <= 0)
 		return 0;
 	unsigned max = 0, cur = 0;
 	int have = 0;
-	for (ssize_t i = 0; i < n; i++) {
+	for (long i = 0; i < n; i++) {
 		if (buf[i] >= '0' && buf[i] <= '9') {
 			cur = cur * 10 + (unsigned)(buf[i] - '0');
 			have = 1;
@@ -201,11 +237,11 @@ size_t os_thp_bytes(void)
 	char buf[128];
 	/* In "madvise" mode only regions that ask get huge pages, and the heap
 	 * does not ask: only "always" backs it with them. */
-	if (read_small_file("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof(buf)) < 0 ||
+	if (os_read_file("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof(buf)) < 0 ||
 	    strstr(buf, "[always]") == NULL)
 		return 0;
-	if (read_small_file("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", buf,
-	                    sizeof(buf)) <= 0)
+	if (os_read_file("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", buf, sizeof(buf)) <=
+	    0)
 		return (size_t)2 << 20;
 	size_t v = 0;
 	for (const char *p = buf; *p >= '0' && *p <= '9'; p++)
@@ -225,6 +261,17 @@ uint64_t os_now_ns(void)
 	return clock_ns(CLOCK_MONOTONIC);
 }
 
+uint64_t os_boot_ns(void)
+{
+	return clock_ns(CLOCK_BOOTTIME);
+}
+
+unsigned long os_clock_ticks(void)
+{
+	unsigned long hz = getauxval(AT_CLKTCK);
+	return hz != 0 ? hz : 100;
+}
+
 uint64_t os_thread_cpu_ns(void)
 {
 	return clock_ns(CLOCK_THREAD_CPUTIME_ID);
@@ -235,6 +282,30 @@ void os_futex_wait_ns(uint32_t *word, uint32_t val, uint64_t ns)
 	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
 	                      .tv_nsec = (long)(ns % 1000000000u)};
 	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+}
+
+int os_signal_catch_if_default(int sig, void (*handler)(int))
+{
+	struct sigaction cur;
+	if (sigaction(sig, NULL, &cur) != 0 || (cur.sa_flags & SA_SIGINFO) != 0 ||
+	    cur.sa_handler != SIG_DFL)
+		return 0;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = handler;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	return sigaction(sig, &sa, NULL) == 0;
+}
+
+void os_signal_default_and_raise(int sig)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	sigemptyset(&sa.sa_mask);
+	sigaction(sig, &sa, NULL);
+	raise(sig);
 }
 
 void os_block_signals(void)

@@ -61,8 +61,35 @@ void os_futex_wait_ns(uint32_t *word, uint32_t val, uint64_t ns);
 /* Block all signals in the calling thread (background threads). */
 void os_block_signals(void);
 
-/* Write all of buf to stderr (fd 2), retrying short writes. */
+/* Write all of buf to fd, retrying short and interrupted writes; gives up
+ * silently on an error. os_write_stderr writes to fd 2. */
+void os_write_fd(int fd, const char *buf, size_t len);
 void os_write_stderr(const char *buf, size_t len);
+
+/* Open path for appending (created 0644, close-on-exec): fd, or -1 with
+ * errno set. */
+int os_open_append(const char *path);
+void os_close(int fd);
+
+/* Read a small file (sysfs, /proc) into buf, NUL-terminated, at most cap - 1
+ * bytes: its length, or -1. Reads until EOF, so /proc files come whole. */
+long os_read_file(const char *path, char *buf, size_t cap);
+
+int os_getpid(void);
+
+/* CLOCK_BOOTTIME, the clock of /proc/PID/stat's starttime, and the ticks per
+ * second that starttime counts (AT_CLKTCK). */
+uint64_t os_boot_ns(void);
+unsigned long os_clock_ticks(void);
+
+/* Install handler for sig only if sig's disposition is SIG_DFL now (the
+ * program's own handlers and ignored signals stay): 1 if installed, else 0. */
+int os_signal_catch_if_default(int sig, void (*handler)(int));
+
+/* Restore SIG_DFL for sig and raise it in the calling thread. From a handler
+ * the signal stays blocked until the handler returns, then kills as usual.
+ * Async-signal-safe. */
+void os_signal_default_and_raise(int sig);
 
 /* 64 unpredictable bits (the kernel's AT_RANDOM bytes mixed with the clock). */
 uint64_t os_random_seed(void);

@@ -137,6 +137,14 @@ static void fork_handlers_register(void)
 		os_yield();
 }
 
+/* Registered at load time too, while the process normally has one thread:
+ * a lazy registration racing with another thread's fork would leave the
+ * child waiting for a registration that only the parent finishes. */
+__attribute__((constructor)) static void fork_handlers_at_load(void)
+{
+	fork_handlers_register();
+}
+
 static struct pa_pageheap *default_heap_build(void)
 {
 	int built_here = 0;

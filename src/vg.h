@@ -2,8 +2,8 @@
  * vg.h — telling valgrind's memcheck what malloc does.
  *
  * Under memcheck (RUNNING_ON_VALGRIND and memcheck's preload in
- * LD_PRELOAD, read once at malloc init into vg_on) every block handed out is announced with MALLOCLIKE (its requested
- * size: bytes past it are invalid), every free with FREELIKE (the block
+ * LD_PRELOAD, read once at malloc init into vg_on) every block handed out is announced with
+ * MALLOCLIKE (its requested size: bytes past it are invalid), every free with FREELIKE (the block
  * becomes NOACCESS), and the allocator's own reads and writes of free
  * objects' link words are bracketed by DEFINED/NOACCESS. So a program
  * linked to libpagealloc, or preloaded with it, gets "definitely lost" with

@@ -1,0 +1,51 @@
+/*
+ * malloc_names.c — the C library's malloc names for the preload library:
+ * src/malloc.c compiled once more, with every standard name an ELF alias of
+ * its pa_ function.
+ *
+ * An alias is a second name for the same code, so `malloc` costs exactly
+ * what `pa_malloc` costs: no wrapper frame, no jump. GCC can alias only a
+ * function defined in the same translation unit, hence the #include of the
+ * source file; libpagealloc-preload.so links this object instead of
+ * malloc.c's (CMakeLists.txt). Unlike a linker --defsym, the aliases carry
+ * the size and type of their target, which valgrind needs to recognise and
+ * replace them.
+ *
+ * All the names live in this one object, so a static link that takes any of
+ * them takes them all and never pulls the C library's malloc.o in beside
+ * them (the __libc_* names: PITFALLS 13, gperftools#856, jemalloc PR#481).
+ * cfree is the old alias of free that glibc still exports for old binaries.
+ *
+ * Which names the library exports is decided by preload/preload.map; the
+ * pa_ names stay internal there. The rest of the glibc API (mallinfo,
+ * mallopt, malloc_stats) is in preload/malloc_extras.c, C++ operator new
+ * and delete in preload/new_delete.cc.
+ */
+#include "../src/malloc.c"
+
+#define PA_ALIAS(name, target)                                                                     \
+	extern __typeof(target) name __attribute__((alias(#target), visibility("default")))
+
+PA_ALIAS(malloc, pa_malloc);
+PA_ALIAS(free, pa_free);
+PA_ALIAS(cfree, pa_free);
+PA_ALIAS(calloc, pa_calloc);
+PA_ALIAS(realloc, pa_realloc);
+PA_ALIAS(reallocarray, pa_reallocarray);
+PA_ALIAS(posix_memalign, pa_posix_memalign);
+PA_ALIAS(aligned_alloc, pa_aligned_alloc);
+PA_ALIAS(memalign, pa_memalign);
+PA_ALIAS(valloc, pa_valloc);
+PA_ALIAS(pvalloc, pa_pvalloc);
+PA_ALIAS(malloc_usable_size, pa_malloc_usable_size);
+PA_ALIAS(free_sized, pa_free_sized);
+PA_ALIAS(free_aligned_sized, pa_free_aligned_sized);
+PA_ALIAS(malloc_trim, pa_malloc_trim);
+
+PA_ALIAS(__libc_malloc, pa_malloc);
+PA_ALIAS(__libc_free, pa_free);
+PA_ALIAS(__libc_calloc, pa_calloc);
+PA_ALIAS(__libc_realloc, pa_realloc);
+PA_ALIAS(__libc_memalign, pa_memalign);
+PA_ALIAS(__libc_valloc, pa_valloc);
+PA_ALIAS(__libc_pvalloc, pa_pvalloc);

@@ -1,0 +1,603 @@
+/*
+ * stats_print.c — pa_malloc_stats_print: the story of the heap, for people.
+ *
+ * One report tells how much memory the process holds and why: what the OS
+ * sees (/proc/self/status: VmHWM, VmRSS; /proc/self/smaps_rollup: Rss,
+ * Anonymous), what the heap holds in the Go runtime's MemStats terms
+ * (pa_malloc_stats), seed 000's heapUsage and maxFragmentation, the per-CPU
+ * page caches and the scavenger (pa_stats), the difference between RSS and
+ * heapUsage, and the size classes that hold the most bytes.
+ *
+ * Nothing here allocates or uses stdio: the report is printed at exit, from
+ * a signal handler and in preloaded programs whose malloc is this one. Text
+ * is formatted into a stack buffer (struct out) that is written to the file
+ * descriptor whenever it fills, so a report is a few write(2) calls.
+ *
+ * With stats_print=on (PAGEALLOC_CONF) the report is printed:
+ *  - at exit, by a destructor, if the heap was used (a forked child that
+ *    calls exit() reports too, with its own pid; _exit() skips destructors);
+ *  - when SIGTERM, SIGINT, SIGHUP or SIGQUIT kills the process, if the
+ *    program left that signal's disposition at SIG_DFL: the handler prints,
+ *    restores SIG_DFL and raises the signal again. The interrupted thread may
+ *    hold the heap's locks, so that report has only the /proc figures.
+ * It goes to stats_file ("%p" replaced by the pid, appended to) or, when
+ * that is empty or cannot be opened, to standard error.
+ */
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "msg.h"
+#include "os.h"
+#include "pagealloc.h"
+
+/* ---- formatting without stdio --------------------------------------------- */
+
+/* Column where a row's value starts (after two spaces and its label). */
+#define VALUE_COL 22
+/* Size classes shown, the most bytes first. */
+#define TOP_CLASSES 10
+
+struct out {
+	int fd;
+	size_t len;
+	size_t col; /* characters since the last newline, for alignment */
+	char buf[2048];
+};
+
+static void out_flush(struct out *o)
+{
+	os_write_fd(o->fd, o->buf, o->len);
+	o->len = 0;
+}
+
+static void out_strn(struct out *o, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n && s[i] != '\0'; i++) {
+		if (o->len == sizeof(o->buf))
+			out_flush(o);
+		o->buf[o->len++] = s[i];
+		o->col = s[i] == '\n' ? 0 : o->col + 1;
+	}
+}
+
+static void out_str(struct out *o, const char *s)
+{
+	out_strn(o, s, (size_t)-1);
+}
+
+/* Spaces up to column col (at least one when already there or past it). */
+static void out_pad(struct out *o, size_t col)
+{
+	do
+		out_str(o, " ");
+	while (o->col < col);
+}
+
+/* v in decimal into buf[20] (not NUL-terminated); its length. */
+static size_t format_uint(char *buf, uint64_t v)
+{
+	char tmp[20];
+	size_t n = 0, len;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v != 0);
+	for (len = 0; n > 0; len++)
+		buf[len] = tmp[--n];
+	return len;
+}
+
+/* v in decimal, right-aligned in width characters (0: no padding). */
+static void out_uint_w(struct out *o, uint64_t v, size_t width)
+{
+	char tmp[20];
+	size_t n = format_uint(tmp, v);
+	for (size_t i = n; i < width; i++)
+		out_str(o, " ");
+	out_strn(o, tmp, n);
+}
+
+static void out_uint(struct out *o, uint64_t v)
+{
+	out_uint_w(o, v, 0);
+}
+
+/* num / den with two decimals, rounded to nearest (den > 0). */
+static void out_fixed2(struct out *o, unsigned __int128 num, uint64_t den)
+{
+	unsigned __int128 hundredths = (num * 100 + den / 2) / den;
+	char tmp[24];
+	size_t n = format_uint(tmp, (uint64_t)(hundredths / 100));
+	tmp[n++] = '.';
+	tmp[n++] = (char)('0' + (unsigned)(hundredths % 100 / 10));
+	tmp[n++] = (char)('0' + (unsigned)(hundredths % 10));
+	out_strn(o, tmp, n);
+}
+
+static void out_mib(struct out *o, uint64_t bytes)
+{
+	out_fixed2(o, bytes, (uint64_t)1 << 20);
+	out_str(o, " MiB");
+}
+
+/* "12.34 MiB (12939428 bytes)" */
+static void out_mib_bytes(struct out *o, uint64_t bytes)
+{
+	out_mib(o, bytes);
+	out_str(o, " (");
+	out_uint(o, bytes);
+	out_str(o, " bytes)");
+}
+
+static void out_pct(struct out *o, uint64_t part, uint64_t whole)
+{
+	if (whole == 0) {
+		out_str(o, "n/a");
+		return;
+	}
+	out_fixed2(o, (unsigned __int128)part * 100, whole);
+	out_str(o, "%");
+}
+
+/* Start a row: two spaces, the label, padding to VALUE_COL. */
+static void out_row(struct out *o, const char *label)
+{
+	out_str(o, "  ");
+	out_str(o, label);
+	out_pad(o, VALUE_COL);
+}
+
+/* ---- what /proc says --------------------------------------------------------- */
+
+#define UNKNOWN UINT64_MAX
+
+struct proc_figures {
+	char cmd[128];       /* first argument of /proc/self/cmdline */
+	uint64_t hwm;        /* VmHWM: peak resident, bytes */
+	uint64_t rss;        /* VmRSS */
+	uint64_t rollup_rss; /* smaps_rollup Rss */
+	uint64_t rollup_anon;
+	uint64_t lifetime_ns; /* since the process started (UNKNOWN if not known) */
+};
+
+/* The value of "key:   123 kB" at the start of a line of text, in bytes. */
+static uint64_t proc_kb(const char *text, const char *key)
+{
+	size_t klen = strlen(key);
+	for (const char *line = text; *line != '\0';) {
+		if (strncmp(line, key, klen) == 0) {
+			const char *p = line + klen;
+			while (*p == ' ' || *p == '\t')
+				p++;
+			if (*p < '0' || *p > '9')
+				return UNKNOWN;
+			uint64_t v = 0;
+			for (; *p >= '0' && *p <= '9'; p++)
+				v = v * 10 + (uint64_t)(*p - '0');
+			return v * 1024;
+		}
+		while (*line != '\0' && *line != '\n')
+			line++;
+		if (*line == '\n')
+			line++;
+	}
+	return UNKNOWN;
+}
+
+/* Process lifetime from /proc/self/stat's starttime (field 22, clock ticks
+ * after boot); the command name in field 2 may hold spaces and ')'. */
+static uint64_t proc_lifetime_ns(char *buf, size_t cap)
+{
+	if (os_read_file("/proc/self/stat", buf, cap) <= 0)
+		return UNKNOWN;
+	const char *p = NULL;
+	for (const char *q = buf; *q != '\0'; q++)
+		if (*q == ')')
+			p = q;
+	if (p == NULL)
+		return UNKNOWN;
+	/* After ") " come fields 3, 4, ...: skip 19 of them to reach 22. */
+	p++;
+	for (int field = 3; field < 22; field++) {
+		while (*p == ' ')
+			p++;
+		while (*p != ' ' && *p != '\0')
+			p++;
+	}
+	while (*p == ' ')
+		p++;
+	if (*p < '0' || *p > '9')
+		return UNKNOWN;
+	uint64_t ticks = 0;
+	for (; *p >= '0' && *p <= '9'; p++)
+		ticks = ticks * 10 + (uint64_t)(*p - '0');
+	unsigned long hz = os_clock_ticks();
+	uint64_t start_ns = ticks / hz * 1000000000u + ticks % hz * 1000000000u / hz;
+	uint64_t now = os_boot_ns();
+	return now > start_ns ? now - start_ns : UNKNOWN;
+}
+
+static void proc_read(struct proc_figures *f)
+{
+	char buf[4096];
+	f->cmd[0] = '\0';
+	if (os_read_file("/proc/self/cmdline", buf, sizeof(buf)) > 0) {
+		size_t n = strnlen(buf, sizeof(f->cmd) - 1);
+		memcpy(f->cmd, buf, n);
+		f->cmd[n] = '\0';
+	}
+	f->hwm = f->rss = f->rollup_rss = f->rollup_anon = UNKNOWN;
+	if (os_read_file("/proc/self/status", buf, sizeof(buf)) > 0) {
+		f->hwm = proc_kb(buf, "VmHWM:");
+		f->rss = proc_kb(buf, "VmRSS:");
+	}
+	if (os_read_file("/proc/self/smaps_rollup", buf, sizeof(buf)) > 0) {
+		f->rollup_rss = proc_kb(buf, "Rss:");
+		f->rollup_anon = proc_kb(buf, "Anonymous:");
+	}
+	f->lifetime_ns = proc_lifetime_ns(buf, sizeof(buf));
+}
+
+static void out_known_mib(struct out *o, uint64_t bytes)
+{
+	if (bytes == UNKNOWN)
+		out_str(o, "unknown");
+	else
+		out_mib(o, bytes);
+}
+
+static void print_process(struct out *o, const struct proc_figures *f)
+{
+	out_str(o, "process\n");
+	out_row(o, "peak resident");
+	out_known_mib(o, f->hwm);
+	out_str(o, "  (VmHWM)\n");
+	out_row(o, "resident now");
+	out_known_mib(o, f->rss);
+	out_str(o, "  (VmRSS)\n");
+	out_row(o, "smaps_rollup");
+	out_str(o, "Rss ");
+	out_known_mib(o, f->rollup_rss);
+	out_str(o, ", Anonymous ");
+	out_known_mib(o, f->rollup_anon);
+	out_str(o, "\n");
+	if (f->lifetime_ns != UNKNOWN) {
+		out_row(o, "running for");
+		out_fixed2(o, f->lifetime_ns, 1000000000u);
+		out_str(o, " s\n");
+	}
+}
+
+/* ---- the heap ------------------------------------------------------------------ */
+
+static const char *cache_mode_name(int mode)
+{
+	switch (mode) {
+	case 0:
+		return "off";
+	case 1:
+		return "per-CPU locks";
+	case 2:
+		return "restartable sequences";
+	default:
+		return "unknown";
+	}
+}
+
+static void print_heap(struct out *o, const struct pa_malloc_stats *ms)
+{
+	out_str(o, "heap (the Go runtime's MemStats terms)\n");
+	out_row(o, "heap_sys");
+	out_mib_bytes(o, ms->heap_sys);
+	out_str(o, "  mapped from the OS\n");
+	out_row(o, "heap_inuse");
+	out_mib_bytes(o, ms->heap_inuse);
+	out_str(o, "  pages of spans and large objects\n");
+	out_row(o, "heap_alloc");
+	out_mib_bytes(o, ms->heap_alloc);
+	out_str(o, "  in live objects\n");
+	out_row(o, "heap_idle");
+	out_mib_bytes(o, ms->heap_idle);
+	out_str(o, "  free pages, resident or not\n");
+	out_row(o, "heap_released");
+	out_mib_bytes(o, ms->heap_released);
+	out_str(o, "  free pages returned to the OS\n");
+	out_row(o, "live objects");
+	out_uint(o, ms->live_objects);
+	out_str(o, ", of which large (over 32 KiB) ");
+	out_uint(o, ms->large_objects);
+	out_str(o, " in ");
+	out_mib(o, ms->large_bytes);
+	out_str(o, "\n");
+	out_row(o, "thread caches");
+	out_uint(o, ms->thread_caches);
+	out_str(o, ", holding ");
+	out_mib_bytes(o, ms->cached_bytes);
+	out_str(o, " of free objects\n");
+	out_row(o, "heapUsage");
+	out_mib_bytes(o, ms->heap_usage);
+	out_str(o, "  heap_sys - heap_released\n");
+	out_row(o, "maxFragmentation");
+	out_mib_bytes(o, ms->max_fragmentation);
+	out_str(o, "  heap_inuse - heap_alloc, ");
+	out_pct(o, ms->max_fragmentation, ms->heap_usage);
+	out_str(o, " of heapUsage\n");
+}
+
+static void print_metadata(struct out *o, const struct pa_stats *s)
+{
+	out_str(o, "metadata");
+	out_pad(o, VALUE_COL);
+	out_mib_bytes(o, s->metadata);
+	out_str(o, "  page heap bitmaps and summaries, outside heap_sys\n");
+}
+
+static void print_pages(struct out *o, const struct pa_stats *s, uint64_t lifetime_ns)
+{
+	out_str(o, "per-CPU page caches (");
+	out_str(o, cache_mode_name(s->cache_mode));
+	if (s->cache_mode != 0) {
+		out_str(o, ", ");
+		out_uint(o, s->cache_cpus);
+		out_str(o, " CPUs");
+	}
+	out_str(o, ")\n");
+	out_row(o, "free");
+	out_mib(o, s->cache_free);
+	out_str(o, ", queued to go back ");
+	out_mib(o, s->cache_queued);
+	out_str(o, "\n");
+	out_row(o, "traffic");
+	out_uint(o, s->cache_refills);
+	out_str(o, " refills of 64 pages, ");
+	out_uint(o, s->cache_drains);
+	out_str(o, " drains\n");
+
+	out_str(o, "scavenger\n");
+	out_row(o, "thread");
+	out_str(o, s->scavenger_running ? "running\n" : "not running\n");
+	out_row(o, "released");
+	out_mib(o, s->released_total);
+	out_str(o, " over the process's life, in ");
+	out_uint(o, s->release_calls);
+	out_str(o, " madvise calls\n");
+	out_row(o, "CPU");
+	out_fixed2(o, s->scavenger_cpu_ns, 1000000u);
+	out_str(o, " ms");
+	if (lifetime_ns != UNKNOWN) {
+		out_str(o, ", ");
+		out_pct(o, s->scavenger_cpu_ns, lifetime_ns);
+		out_str(o, " of one CPU over the process's life");
+	}
+	out_str(o, "\n");
+	out_row(o, "memory_limit");
+	if (s->memory_limit == 0) {
+		out_str(o, "none\n");
+	} else {
+		out_mib(o, s->memory_limit);
+		out_str(o, ", ");
+		out_uint(o, s->limit_overruns);
+		out_str(o, " allocations found nothing left to release\n");
+	}
+}
+
+/* What RSS is made of, as far as the heap can tell. */
+static void print_rss_vs_heap(struct out *o, uint64_t rss, uint64_t heap_usage)
+{
+	if (rss == UNKNOWN)
+		return;
+	out_str(o, "OS sees RSS ");
+	out_mib(o, rss);
+	out_str(o, "; heap resident (heapUsage) ");
+	out_mib(o, heap_usage);
+	if (rss >= heap_usage) {
+		out_str(o, "; the rest ");
+		out_mib(o, rss - heap_usage);
+		out_str(o, " is code, stacks, libc, allocator metadata and other mappings\n");
+	} else {
+		out_str(o, "; heapUsage exceeds RSS by ");
+		out_mib(o, heap_usage - rss);
+		out_str(o, ": heap pages mapped but never touched are not resident yet\n");
+	}
+}
+
+/* Ranks class a before class b: more live bytes, then more pages. */
+static int class_before(const struct pa_class_stats *a, const struct pa_class_stats *b)
+{
+	return a->bytes != b->bytes ? a->bytes > b->bytes : a->pages > b->pages;
+}
+
+static void print_top_classes(struct out *o, const struct pa_malloc_stats *ms)
+{
+	size_t top[TOP_CLASSES], n = 0;
+	for (size_t cls = 1; cls < ms->nclasses; cls++) {
+		const struct pa_class_stats *c = &ms->classes[cls];
+		if (c->spans == 0 && c->objects == 0)
+			continue;
+		size_t i = n < TOP_CLASSES ? n++ : TOP_CLASSES;
+		while (i > 0 && class_before(c, &ms->classes[top[i - 1]])) {
+			if (i < TOP_CLASSES)
+				top[i] = top[i - 1];
+			i--;
+		}
+		if (i < TOP_CLASSES)
+			top[i] = cls;
+	}
+	if (n == 0) {
+		out_str(o, "size classes: no small objects\n");
+		return;
+	}
+	out_str(o, "top size classes by bytes (live / span = how full their spans are)\n");
+	out_str(o, "     size   spans  objects   cached         bytes  live / span\n");
+	for (size_t i = 0; i < n; i++) {
+		const struct pa_class_stats *c = &ms->classes[top[i]];
+		out_uint_w(o, c->size, 9);
+		out_uint_w(o, c->spans, 8);
+		out_uint_w(o, c->objects, 9);
+		out_uint_w(o, c->cached, 9);
+		out_uint_w(o, c->bytes, 14);
+		out_str(o, "       ");
+		out_pct(o, c->bytes, (uint64_t)c->pages * PA_PAGE_BYTES);
+		out_str(o, "\n");
+	}
+}
+
+/* ---- the report ------------------------------------------------------------- */
+
+enum when { WHEN_CALLED, WHEN_EXIT, WHEN_SIGNAL };
+
+static const char *signal_name(int sig)
+{
+	switch (sig) {
+	case SIGTERM:
+		return "SIGTERM";
+	case SIGINT:
+		return "SIGINT";
+	case SIGHUP:
+		return "SIGHUP";
+	case SIGQUIT:
+		return "SIGQUIT";
+	default:
+		return "a signal";
+	}
+}
+
+/* The whole report to fd. With when == WHEN_SIGNAL only what needs no lock. */
+static void report(int fd, enum when when, int sig)
+{
+	struct out o = {.fd = fd, .len = 0, .col = 0};
+	struct proc_figures f;
+	proc_read(&f);
+	out_str(&o, "==== pagealloc: the story of the heap of pid ");
+	out_uint(&o, (uint64_t)os_getpid());
+	out_str(&o, " (");
+	out_str(&o, f.cmd[0] != '\0' ? f.cmd : "?");
+	out_str(&o, ")");
+	if (when == WHEN_EXIT) {
+		out_str(&o, " at exit");
+	} else if (when == WHEN_SIGNAL) {
+		out_str(&o, ", killed by signal ");
+		out_uint(&o, (uint64_t)sig);
+		out_str(&o, " (");
+		out_str(&o, signal_name(sig));
+		out_str(&o, ")");
+	}
+	out_str(&o, " ====\n");
+	print_process(&o, &f);
+	if (when == WHEN_SIGNAL) {
+		out_str(&o, "partial: the heap's figures are skipped because a signal interrupted "
+		            "the program, which may hold the heap's locks\n");
+	} else {
+		struct pa_malloc_stats ms;
+		struct pa_stats s;
+		pa_malloc_stats(&ms);
+		pa_stats(&s);
+		print_heap(&o, &ms);
+		print_pages(&o, &s, f.lifetime_ns);
+		print_metadata(&o, &s);
+		print_rss_vs_heap(&o, f.rss, ms.heap_usage);
+		print_top_classes(&o, &ms);
+	}
+	out_str(&o, "==== end of the story of pid ");
+	out_uint(&o, (uint64_t)os_getpid());
+	out_str(&o, " ====\n");
+	out_flush(&o);
+}
+
+void pa_malloc_stats_print(int fd)
+{
+	report(fd, WHEN_CALLED, 0);
+}
+
+/* ---- stats_print=on: at exit and on fatal signals ---------------------------- */
+
+/* stats_file with every "%p" replaced by the pid, into path[cap]; 0, or -1
+ * when it does not fit. */
+static int stats_path(char *path, size_t cap)
+{
+	char pid[20];
+	size_t np = format_uint(pid, (uint64_t)os_getpid());
+	size_t n = 0;
+	for (const char *s = pa_conf.stats_file; *s != '\0'; s++) {
+		const char *piece = s;
+		size_t len = 1;
+		if (s[0] == '%' && s[1] == 'p') {
+			piece = pid;
+			len = np;
+			s++;
+		}
+		if (n + len >= cap)
+			return -1;
+		memcpy(path + n, piece, len);
+		n += len;
+	}
+	path[n] = '\0';
+	return 0;
+}
+
+static void report_to_conf_file(enum when when, int sig)
+{
+	if (pa_conf.stats_file[0] == '\0') {
+		report(2, when, sig);
+		return;
+	}
+	char path[2 * PA_CONF_PATH_MAX];
+	int fd = stats_path(path, sizeof(path)) == 0 ? os_open_append(path) : -1;
+	if (fd < 0) {
+		struct pa_msg m;
+		msg_begin(&m);
+		msg_str(&m, "stats_file '");
+		msg_str(&m, pa_conf.stats_file);
+		msg_str(&m, "' cannot be opened; the report goes to standard error");
+		msg_end(&m);
+		report(2, when, sig);
+		return;
+	}
+	report(fd, when, sig);
+	os_close(fd);
+}
+
+/* Set by the first report of a fatal signal: a second one (another thread,
+ * another signal) only goes on to die. */
+static int signal_reported;
+
+static void on_fatal_signal(int sig)
+{
+	if (!__atomic_exchange_n(&signal_reported, 1, __ATOMIC_ACQ_REL))
+		report_to_conf_file(WHEN_SIGNAL, sig);
+	os_signal_default_and_raise(sig);
+}
+
+/*
+ * Install the fatal-signal handlers when stats_print is on. A program linked
+ * with libpagealloc that never mentions stats_print in PAGEALLOC_CONF does
+ * not get its heap built here; otherwise pa_stats builds it, which loads the
+ * configuration. Preloaded, the heap already exists: the first mallocs come
+ * before constructors.
+ */
+__attribute__((constructor)) static void stats_print_init(void)
+{
+	const char *env = getenv("PAGEALLOC_CONF");
+	if (env == NULL || strstr(env, "stats_print") == NULL)
+		return;
+	struct pa_stats s;
+	pa_stats(&s);
+	if (!__atomic_load_n(&pa_conf.stats_print, __ATOMIC_RELAXED))
+		return;
+	static const int fatal[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+	for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++)
+		os_signal_catch_if_default(fatal[i], on_fatal_signal);
+}
+
+__attribute__((destructor)) static void stats_print_fini(void)
+{
+	if (!__atomic_load_n(&pa_conf.stats_print, __ATOMIC_RELAXED))
+		return;
+	struct pa_stats s;
+	if (pa_stats(&s) != 0 || s.heap_mapped == 0)
+		return;
+	report_to_conf_file(WHEN_EXIT, 0);
+}
