@@ -68,7 +68,7 @@ static int malloc_init_locked(void)
 	 * memcheck that would make a leaked block there "still reachable".
 	 * Keep the first page out of malloc's hands (8 KiB, valgrind only). */
 	if (vg_on)
-		(void)pages_alloc(1, NULL);
+		(void)pages_alloc_quiet(1);
 	pages_set_fork_hooks(fork_prepare, fork_parent, fork_child);
 	return 0;
 }

@@ -329,6 +329,12 @@ int pages_alloc_at(uintptr_t addr, size_t npages)
 	return h != NULL && pageheap_alloc_at(h, addr, npages, NULL);
 }
 
+uintptr_t pages_alloc_quiet(size_t npages)
+{
+	struct pa_pageheap *h = default_heap_get();
+	return h != NULL ? pageheap_alloc(h, npages, NULL) : 0;
+}
+
 void pages_free(uintptr_t addr, size_t npages)
 {
 	pa_pages_free((void *)addr, npages);

@@ -103,13 +103,17 @@ _Noreturn void span_report(const char *func, const void *p, enum pa_obj_fault f)
 {
 	if (f == PA_OBJ_FOREIGN && p != NULL && inside_large((uintptr_t)p))
 		f = PA_OBJ_INTERIOR;
+	/* realloc or malloc_usable_size of a freed block: not a second free. */
+	const char *text = f == PA_OBJ_DOUBLE_FREE && strncmp(func, "free", 4) != 0
+	                       ? "block is already free (use after free)"
+	                       : fault_text(f);
 	struct pa_msg m;
 	msg_begin(&m);
 	msg_str(&m, func);
 	msg_str(&m, "(");
 	msg_hex(&m, (uintptr_t)p);
 	msg_str(&m, "): ");
-	msg_str(&m, fault_text(f));
+	msg_str(&m, text);
 	msg_end(&m);
 	os_abort();
 }

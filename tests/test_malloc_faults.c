@@ -37,6 +37,7 @@
 #define FOREIGN "not a live block of this heap (foreign pointer, or freed already)"
 #define INTERIOR "points inside a block, not at its start (interior pointer)"
 #define DOUBLE_FREE "block is already free (double free)"
+#define USE_AFTER_FREE "block is already free (use after free)"
 #define BAD_SIZE "size is larger than the block (wrong size)"
 #define BAD_ALIGN "block does not have that alignment (wrong alignment)"
 
@@ -257,7 +258,7 @@ static const struct fault_case cases[] = {
     {"stack address", free_of_a_stack_address, "free", FOREIGN},
     {"page from pa_pages_alloc", free_of_a_page_from_the_page_api, "free", FOREIGN},
     {"live block with bit 52 set", free_of_a_live_block_with_a_high_bit_set, "free", FOREIGN},
-    {"realloc of a freed block", realloc_of_a_freed_block, "realloc", DOUBLE_FREE},
+    {"realloc of a freed block", realloc_of_a_freed_block, "realloc", USE_AFTER_FREE},
     {"realloc of an interior pointer", realloc_of_an_interior_pointer, "realloc", INTERIOR},
     {"malloc_usable_size of a glibc block", usable_size_of_a_glibc_block, "malloc_usable_size",
      FOREIGN},

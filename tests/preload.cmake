@@ -1,0 +1,114 @@
+# tests/preload.cmake — tests of libpagealloc-preload.so and of the installed
+# package (included from CMakeLists.txt's tests section). tests/preload/ has
+# the scripts and programs; each script's opening comment says what it
+# checks. Every test exits 77 (skipped, with a line saying why) when a
+# program it needs is not installed.
+#
+#   preload_JOB             tests/preload/matrix.sh: a real program (python3,
+#                           perl, sqlite3, git, g++, sort, sh, bash, make, xz,
+#                           gzip, bzip2, tar, mawk, find, grep, sed, du, diff)
+#                           or one of ours (cxx_containers, threads) gives the
+#                           same output with and without the preload, and its
+#                           heap report (stats_print=on) proves malloc was ours
+#   preload_fork_deadlock_exit, preload_fork_deadlock__exit
+#                           fork_deadlock.c: 2000 forks while four threads are
+#                           inside malloc; children leave by exit or _exit
+#   preload_bad_CASE        bad_pointer.c through the real entry points: one
+#                           "pagealloc: FUNC(PTR): ..." line, then SIGABRT
+#   preload_valgrind_KIND, linked_valgrind_KIND
+#                           valgrind.sh: memcheck through the client requests,
+#                           preloaded and linked with pa_malloc (KIND: leak,
+#                           uaf, clean)
+#   preload_run_command     run_command.sh: the build tree's `pagealloc run`
+#   install_pkgconfig, install_cmake, install_preload
+#                           install_test.sh: cmake --install into a fresh
+#                           prefix, then build and run against it
+#
+# The library is not built under PA_SANITIZE (the sanitizer runtime owns
+# malloc there), and neither are these tests.
+if(NOT TARGET pagealloc_preload)
+	return()
+endif()
+enable_language(CXX)
+
+set(PA_PT_DIR ${PROJECT_SOURCE_DIR}/tests/preload)
+set(PA_PT_PRELOAD $<TARGET_FILE:pagealloc_preload>)
+
+function(pa_preload_test name)
+	add_test(NAME ${name} COMMAND ${ARGN})
+	set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS preload)
+endfunction()
+
+# ---- our programs ----------------------------------------------------------------
+add_executable(preload_threads ${PA_PT_DIR}/threads.c)
+add_executable(preload_cxx_containers ${PA_PT_DIR}/cxx_containers.cc)
+add_executable(preload_fork_deadlock ${PA_PT_DIR}/fork_deadlock.c)
+add_executable(preload_bad_pointer ${PA_PT_DIR}/bad_pointer.c)
+# Plain programs on the C library's malloc, which the preload replaces.
+foreach(exe preload_threads preload_cxx_containers preload_fork_deadlock preload_bad_pointer)
+	target_link_libraries(${exe} PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+endforeach()
+# The matrix finds their heap reports by the program's name.
+set_target_properties(preload_threads PROPERTIES OUTPUT_NAME threads
+	RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/preload-tests)
+set_target_properties(preload_cxx_containers PROPERTIES OUTPUT_NAME cxx_containers
+	RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/preload-tests)
+
+foreach(kind leak uaf clean)
+	add_executable(preload_valgrind_${kind} ${PA_PT_DIR}/valgrind_${kind}.c)
+	target_link_libraries(preload_valgrind_${kind} PRIVATE Threads::Threads)
+	add_executable(linked_valgrind_${kind} ${PA_PT_DIR}/valgrind_${kind}.c)
+	target_compile_definitions(linked_valgrind_${kind} PRIVATE PA_LINKED)
+	target_link_libraries(linked_valgrind_${kind} PRIVATE pagealloc_static)
+endforeach()
+
+# ---- the matrix --------------------------------------------------------------------
+execute_process(COMMAND bash ${PA_PT_DIR}/matrix.sh --list
+	OUTPUT_VARIABLE PA_PT_JOBS OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+	message(FATAL_ERROR "tests/preload/matrix.sh --list failed")
+endif()
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PA_PT_DIR}/matrix.sh)
+string(REPLACE "\n" ";" PA_PT_JOBS "${PA_PT_JOBS}")
+foreach(job ${PA_PT_JOBS})
+	set(program "")
+	if(TARGET preload_${job})
+		set(program $<TARGET_FILE:preload_${job}>)
+	endif()
+	pa_preload_test(preload_${job} bash ${PA_PT_DIR}/matrix.sh ${job} ${PA_PT_PRELOAD} ${program})
+endforeach()
+
+# ---- fork while threads are inside malloc ---------------------------------------
+pa_preload_test(preload_fork_deadlock_exit env LD_PRELOAD=${PA_PT_PRELOAD}
+	PA_EXPECT_MALLOC=libpagealloc-preload.so $<TARGET_FILE:preload_fork_deadlock> 2000 exit)
+pa_preload_test(preload_fork_deadlock__exit env LD_PRELOAD=${PA_PT_PRELOAD}
+	PA_EXPECT_MALLOC=libpagealloc-preload.so $<TARGET_FILE:preload_fork_deadlock> 2000 _exit)
+
+# ---- bad pointers: case and the function the line must name ------------------------
+foreach(case_func free_stack:free free_mmap:free free_static:free double_free:free
+		double_free_large:free realloc_freed:realloc free_interior:free
+		"delete_static:free|operator delete")
+	string(REPLACE ":" ";" parts "${case_func}")
+	list(GET parts 0 case)
+	list(GET parts 1 func)
+	pa_preload_test(preload_bad_${case} bash ${PA_PT_DIR}/bad_pointer.sh ${PA_PT_PRELOAD}
+		$<TARGET_FILE:preload_bad_pointer> ${case} "${func}")
+endforeach()
+
+# ---- valgrind memcheck -------------------------------------------------------------
+foreach(kind leak uaf clean)
+	pa_preload_test(preload_valgrind_${kind} bash ${PA_PT_DIR}/valgrind.sh preload
+		${PA_PT_PRELOAD} $<TARGET_FILE:preload_valgrind_${kind}> ${kind})
+	pa_preload_test(linked_valgrind_${kind} bash ${PA_PT_DIR}/valgrind.sh linked -
+		$<TARGET_FILE:linked_valgrind_${kind}> ${kind})
+endforeach()
+
+# ---- the pagealloc command and the installed package ------------------------------
+if(EXISTS ${PROJECT_SOURCE_DIR}/tools/pagealloc.in) # configured at the end of CMakeLists.txt
+	pa_preload_test(preload_run_command bash ${PA_PT_DIR}/run_command.sh
+		${PROJECT_BINARY_DIR}/pagealloc)
+endif()
+foreach(mode pkgconfig cmake preload)
+	pa_preload_test(install_${mode} bash ${PA_PT_DIR}/install_test.sh ${PROJECT_BINARY_DIR}
+		${mode})
+endforeach()

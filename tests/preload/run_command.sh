@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# tests/preload/run_command.sh — `pagealloc run -- CMD` (tools/pagealloc.in):
+#
+#   run_command.sh PAGEALLOC_COMMAND
+#
+#  - sort of a generated file: the same output as without it, and its heap's
+#    report on stderr with a nonzero heap_inuse;
+#  - --stats-file DIR/%p over a bash pipeline: a report per process in DIR;
+#  - CMD's exit status comes back (3), and a death by SIGTERM as 143;
+#  - --quiet: no report.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=common.sh
+. "$here/common.sh"
+
+[ $# = 1 ] || fail "usage: run_command.sh PAGEALLOC_COMMAND"
+pagealloc=$1
+[ -x "$pagealloc" ] || fail "no pagealloc command at $pagealloc"
+need_programs sort seq bash
+make_tmp
+
+awk 'BEGIN { x = 7; for (i = 0; i < 50000; i++) { x = (x * 1103515245 + 12345) % 2147483648
+	print x } }' >"$tmp/in"
+sort "$tmp/in" >"$tmp/ref"
+"$pagealloc" run -- sort "$tmp/in" >"$tmp/out" 2>"$tmp/err" ||
+	fail "pagealloc run -- sort exited with $?: $(head -n 5 "$tmp/err")"
+expect_same "$tmp/ref" "$tmp/out" "pagealloc run -- sort"
+mkdir "$tmp/one"
+cp "$tmp/err" "$tmp/one/report"
+stats_check "$tmp/one" sort
+
+mkdir "$tmp/stats"
+out=$("$pagealloc" run --stats-file "$tmp/stats/%p" -- \
+	bash -c 'seq 1 20000 | sort -rn | tail -n 1' 2>"$tmp/err2")
+[ "$out" = 1 ] || fail "pagealloc run -- bash pipeline printed '$out', not 1"
+stats_check "$tmp/stats" bash seq
+
+status=0
+"$pagealloc" run --quiet -- sh -c 'exit 3' 2>"$tmp/err3" || status=$?
+[ $status = 3 ] || fail "pagealloc run -- sh -c 'exit 3' exited with $status"
+[ ! -s "$tmp/err3" ] || fail "pagealloc run --quiet wrote to stderr: $(cat "$tmp/err3")"
+
+status=0
+"$pagealloc" run -- bash -c 'kill -TERM $$' 2>"$tmp/err4" || status=$?
+[ $status = 143 ] || fail "pagealloc run -- bash killed by SIGTERM exited with $status, not 143"
+grep -q 'SIGTERM' "$tmp/err4" || fail "no word of SIGTERM on stderr: $(cat "$tmp/err4")"
+echo "PASS: pagealloc run: same output as without it, reports, exit statuses 3 and 143"
