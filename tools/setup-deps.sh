@@ -7,7 +7,7 @@ set -euo pipefail
 # runs (tests/preload/matrix.sh: each test skips when its program is missing).
 packages=(build-essential cmake pkg-config libcmocka-dev libbenchmark-dev libnuma-dev valgrind
 	clang-format libc6-dev python3 perl sqlite3 git xz-utils bzip2 gzip tar mawk findutils grep
-	sed diffutils coreutils make)
+	sed diffutils coreutils make time)
 
 missing=()
 for p in "${packages[@]}"; do

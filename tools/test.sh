@@ -45,4 +45,7 @@ for t in test_malloc_api; do
 	valgrind --quiet --error-exitcode=1 --leak-check=full "build/$t" >/dev/null
 done
 
+step "side-by-side smoke run: tools/compare.sh --quick (the runner, not timings)"
+tools/compare.sh --quick >/dev/null
+
 step "all tests passed"
