@@ -294,23 +294,37 @@ static void __attribute__((noinline)) free_slow(struct pa_span *s, void *p)
 /* ---- checking a pointer -------------------------------------------------- */
 
 /* Which check does block p fail? PA_OBJ_FOREIGN .. PA_OBJ_DOUBLE_FREE, or
- * -1 when it is a live block; *span gets its span. */
-static inline int block_check(void *p, struct pa_span **span)
+ * -1 when it is a live block; *span gets its span. With `fast` (pa_free's
+ * fast path, a constant) the page map lookup skips its bound check (the
+ * checks after it are exact) and the alloc bit is not read: a load whose
+ * address depends on the object index cost ~5 ns per pair
+ * (docs/design.md); the bump index and the free-key catch the same faults
+ * unless the freed block was written after the free, and the bit is checked
+ * again when the object returns to its span. A pointer that fails here is
+ * diagnosed again without `fast` for its message. */
+static inline int block_check_as(void *p, struct pa_span **span, int fast)
 {
 	uintptr_t a = (uintptr_t)p;
-	struct pa_span *s = pagemap_lookup(a);
+	struct pa_span *s = fast ? pagemap_lookup_unchecked(a) : pagemap_lookup(a);
 	*span = s;
 	if (__builtin_expect(s == NULL, 0))
 		return PA_OBJ_FOREIGN;
+	/* A large object passes the same checks as a one-object span. */
 	int exact;
 	unsigned i = span_index(s, a, &exact);
-	if (__builtin_expect(!exact || i >= s->objects, 0))
+	if (__builtin_expect(!exact || (!fast && i >= s->objects), 0))
 		return PA_OBJ_INTERIOR;
 	if (__builtin_expect(i >= __atomic_load_n(&s->bump, __ATOMIC_RELAXED), 0))
 		return PA_OBJ_FOREIGN; /* an object the span never handed out */
-	if (__builtin_expect(!span_bit(s, i) || ((void **)p)[1] == (void *)span_free_key(p), 0))
+	if (__builtin_expect(
+	        (!fast && !span_bit(s, i)) || ((void **)p)[1] == (void *)span_free_key(p), 0))
 		return PA_OBJ_DOUBLE_FREE;
 	return -1;
+}
+
+static inline int block_check(void *p, struct pa_span **span)
+{
+	return block_check_as(p, span, 0);
 }
 
 /* Out of line, so the fast paths keep no frame for the report. */
@@ -337,6 +351,7 @@ static inline void free_block(struct pa_span *s, void *p)
 	struct pa_tc_list *l = &cache_self->lists[cls];
 	uint32_t count = l->count;
 	o[1] = (void *)span_free_key(p);
+	/* List 0 (large objects) has bound 0 in every cache. */
 	if (__builtin_expect(count >= l->max, 0)) {
 		free_slow(s, p);
 		return;
@@ -361,42 +376,15 @@ static void __attribute__((noinline)) free_rest(void *p)
 		block_fault("free", p);
 }
 
-/* block_check and free_block written out once more, so that each field is
- * loaded once (the relaxed atomic loads are not merged by the compiler). */
 void pa_free(void *p)
 {
-	uintptr_t a = (uintptr_t)p;
-	/* NULL is never in the page map; the checks below are exact. */
-	struct pa_span *s = pagemap_lookup_unchecked(a);
-	if (__builtin_expect(s == NULL, 0))
-		goto bad;
-	/* A large object passes the same checks as a one-object span. */
-	int exact;
-	unsigned i = span_index(s, a, &exact);
-	void **o = p;
-	void *key = (void *)span_free_key(p);
-	/* Never handed out (at or past the bump index), or freed already (the
-	 * free-key in place); the alloc bit is checked when the object returns
-	 * to its span (a load that depends on the index here cost ~5 ns per
-	 * pair: docs/design.md). */
-	if (__builtin_expect(
-	        !exact || i >= __atomic_load_n(&s->bump, __ATOMIC_RELAXED) || o[1] == key, 0))
-		goto bad;
-	unsigned cls = s->cls;
-	struct pa_tc_list *l = &cache_self->lists[cls];
-	uint32_t count = l->count;
-	o[1] = key;
-	/* Every list 0 (large objects) has bound 0. */
-	if (__builtin_expect(count >= l->max, 0)) {
-		free_slow(s, p);
+	struct pa_span *s;
+	/* NULL is never in the page map: it takes the path of bad pointers. */
+	if (__builtin_expect(block_check_as(p, &s, 1) >= 0, 0)) {
+		free_rest(p);
 		return;
 	}
-	o[0] = l->head;
-	l->head = o;
-	__atomic_store_n(&l->count, count + 1, __ATOMIC_RELAXED);
-	return;
-bad:
-	free_rest(p);
+	free_block(s, p);
 }
 
 void pa_free_sized(void *p, size_t size)
