@@ -2,10 +2,13 @@
  * scav_bench.c — how fast free memory goes back to the OS, and what the
  * background scavenger costs.
  *
- * Three configurations, each measured in a fresh process (this program
+ * Four configurations, each measured in a fresh process (this program
  * re-executes itself with --child) so every run starts from an empty heap:
  *
- *   bg1    the background scavenger at its default pacing (scavenge_percent=1)
+ *   bg1    the background scavenger at its steady-heap pacing
+ *          (scavenge_percent=1, scavenge_burst_percent=1: no burst)
+ *   bgdef  the defaults: 1%, rising to scavenge_burst_percent (10) while free
+ *          resident memory exceeds the pages in use, as here (all freed)
  *   bg100  the background scavenger at scavenge_percent=100
  *   sync   pa_scavenge(0) in the calling thread (scavenger=off)
  *
@@ -21,11 +24,11 @@
  * background runs use scavenge_delay_ms=0, so the figure is the pacing's and
  * not the default 1 s delay's.
  *
- * The driver alternates the configurations (bg1, bg100, sync, bg1, ...),
+ * The driver alternates the configurations (bg1, bgdef, bg100, sync, ...),
  * --reps times each (default 5), and prints the medians as a Markdown table.
  *
  *   scav-bench [--mib N] [--reps R]
- *   scav-bench --child bg1|bg100|sync N      (one run; one line on stdout)
+ *   scav-bench --child bg1|bgdef|bg100|sync N  (one run; one line on stdout)
  *
  * Build (CMake does not build it yet), from the repository root:
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc bench/scav_bench.c src/[star].c
@@ -100,7 +103,10 @@ static int child(const char *mode, size_t mib)
 	if (sync)
 		setenv("PAGEALLOC_CONF", "scavenger=off", 1);
 	else if (strcmp(mode, "bg1") == 0)
-		setenv("PAGEALLOC_CONF", "scavenge_percent=1,scavenge_delay_ms=0", 1);
+		setenv("PAGEALLOC_CONF",
+		       "scavenge_percent=1,scavenge_burst_percent=1,scavenge_delay_ms=0", 1);
+	else if (strcmp(mode, "bgdef") == 0)
+		setenv("PAGEALLOC_CONF", "scavenge_delay_ms=0", 1);
 	else if (strcmp(mode, "bg100") == 0)
 		setenv("PAGEALLOC_CONF", "scavenge_percent=100,scavenge_delay_ms=0", 1);
 	else
@@ -223,8 +229,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s [--mib N] [--reps 1..%d]\n", argv[0], MAX_REPS);
 		return 2;
 	}
-	static const char *const modes[] = {"bg1", "bg100", "sync"};
-	enum { NMODES = 3 };
+	static const char *const modes[] = {"bg1", "bgdef", "bg100", "sync"};
+	enum { NMODES = 4 };
 	static struct result res[NMODES][MAX_REPS];
 	const char *self = "/proc/self/exe";
 	for (int rep = 0; rep < reps; rep++) {

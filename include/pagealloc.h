@@ -118,6 +118,9 @@ PA_API size_t pa_scavenge(size_t bytes);
  *                     drops at once; free: the kernel reclaims lazily)
  *   memory_limit=SIZE soft limit on resident heap memory (default 0: none);
  *                     allocations past it release free memory synchronously
+ *   scavenge_burst_percent=N  the budget while free resident memory exceeds
+ *                     the pages in use (a heap that shrank): scavenge_percent
+ *                     times that ratio, at most N (default 10)
  *   scavenge_delay_ms=N  memory must stay free this long before the
  *                     background thread releases it (default 1000)
  *   thread_cache=on|off  per-thread object caches in front of the central

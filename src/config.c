@@ -25,6 +25,7 @@ struct pa_config pa_conf = {
     .memory_limit = 0,
     .scavenge_delay_ms = 1000,
     .thread_cache = 1,
+    .scavenge_burst_percent = 10,
 };
 
 void (*config_on_change)(void);
@@ -64,6 +65,7 @@ static const struct conf_key conf_keys[] = {
     KEY(memory_limit, CONF_SIZE, 0, 0, NULL, "a size such as 2G, or 0 for none"),
     KEY(scavenge_delay_ms, CONF_UINT, 0, 3600000, NULL, "milliseconds from 0 to 3600000"),
     KEY(thread_cache, CONF_ENUM, 0, 0, on_off, "on or off"),
+    KEY(scavenge_burst_percent, CONF_UINT, 1, 100, NULL, "a whole percentage from 1 to 100"),
     KEY(stats_print, CONF_ENUM, 0, 0, on_off, "on or off"),
     KEY(stats_file, CONF_PATH, 0, 0, NULL, "a file name shorter than 256 bytes"),
 };

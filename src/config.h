@@ -25,6 +25,7 @@ struct pa_config {
 	size_t thread_cache;               /* 1: per-thread object caches; 0: every malloc/free
 	                                    * goes to the central lists (read by each thread's
 	                                    * first slow path) */
+	size_t scavenge_burst_percent;     /* the scavenger's share while the heap shrinks */
 	size_t stats_print;                /* 1: print the heap's story at exit (stats_print.c) */
 	char stats_file[PA_CONF_PATH_MAX]; /* where: a path ("%p" becomes the pid); "": stderr */
 };

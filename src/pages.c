@@ -41,6 +41,8 @@ static void scav_config_from_conf(struct pa_scav_config *c)
 	c->lazy = __atomic_load_n(&pa_conf.release, __ATOMIC_RELAXED) != 0;
 	c->memory_limit = __atomic_load_n(&pa_conf.memory_limit, __ATOMIC_RELAXED);
 	c->delay_ms = (unsigned)__atomic_load_n(&pa_conf.scavenge_delay_ms, __ATOMIC_RELAXED);
+	c->burst_percent =
+	    (unsigned)__atomic_load_n(&pa_conf.scavenge_burst_percent, __ATOMIC_RELAXED);
 }
 
 /* pa_config_set after the build: hand scavenger keys to the live scavenger. */

@@ -39,6 +39,8 @@ void scav_configure(struct pa_scavenger *s, const struct pa_scav_config *conf)
 	__atomic_store_n(&s->conf.lazy, conf->lazy, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->conf.memory_limit, conf->memory_limit, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->conf.delay_ms, conf->delay_ms, __ATOMIC_RELAXED);
+	unsigned burst = conf->burst_percent > 100 ? 100 : conf->burst_percent;
+	__atomic_store_n(&s->conf.burst_percent, burst, __ATOMIC_RELAXED);
 	lock_acquire(&s->heap->lock);
 	s->heap->limit_pages = PA_ALIGN_UP(conf->memory_limit, PA_PAGE_SIZE) / PA_PAGE_SIZE;
 	lock_release(&s->heap->lock);
@@ -168,6 +170,33 @@ static void on_pressure(void *arg)
 
 /* ---- the background thread ----------------------------------------------- */
 
+/*
+ * The CPU share for the next step. A heap whose size is steady keeps free
+ * resident memory below what it holds in use, and gets `percent`. When free
+ * resident memory exceeds the pages in use (the heap shrank: a burst was
+ * freed, seed 003's cycle), the share grows with the ratio, up to
+ * `burst_percent`: that memory is not what the heap recently needed, and
+ * holding it costs RSS every second it waits (Go aims at a retained-heap
+ * goal the same way; it lets the heap's live size, not the peak, decide).
+ */
+static unsigned scav_pace(struct pa_scavenger *s)
+{
+	unsigned pct = __atomic_load_n(&s->conf.percent, __ATOMIC_RELAXED);
+	unsigned burst = __atomic_load_n(&s->conf.burst_percent, __ATOMIC_RELAXED);
+	if (burst <= pct)
+		return pct;
+	struct pa_pageheap *h = s->heap;
+	lock_acquire(&h->lock);
+	size_t inuse = h->inuse_pages, resident = pageheap_resident_pages_locked(h);
+	lock_release(&h->lock);
+	size_t free_res = resident > inuse ? resident - inuse : 0;
+	size_t base = inuse + PA_CHUNK_PAGES; /* a small heap never bursts for a chunk */
+	if (free_res <= base)
+		return pct;
+	uint64_t want = (uint64_t)pct * free_res / base;
+	return want >= burst ? burst : want > pct ? (unsigned)want : pct;
+}
+
 static void *scav_main(void *arg)
 {
 	struct pa_scavenger *s = arg;
@@ -194,7 +223,7 @@ static void *scav_main(void *arg)
 			if (cost > SCAV_COST_MAX_NS)
 				cost = SCAV_COST_MAX_NS;
 			s->ewma_cost_ns = s->ewma_cost_ns ? (s->ewma_cost_ns + cost) / 2 : cost;
-			unsigned pct = __atomic_load_n(&s->conf.percent, __ATOMIC_RELAXED);
+			unsigned pct = scav_pace(s);
 			sleep_ns = s->ewma_cost_ns * (100u - pct) / pct;
 			if (sleep_ns > SCAV_SLEEP_MAX_NS)
 				sleep_ns = SCAV_SLEEP_MAX_NS;
