@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "sizeclass_table.h"
+#include "span.h"
 
 struct pa_tc_list {
 	void *head;
@@ -45,8 +46,6 @@ struct pa_tc_list {
 #define PA_LARGE_SLOTS 4u
 #define PA_LARGE_SLOT_MAX_PAGES 128u  /* 1 MiB */
 #define PA_LARGE_SLOTS_MAX_PAGES 256u /* 2 MiB */
-
-struct pa_span;
 
 struct pa_tcache {
 	struct pa_tc_list lists[PA_SC_NUM_CLASSES];
@@ -74,6 +73,40 @@ void *cache_alloc_slow(unsigned cls);
 /* The list of cls is full (or there is no cache yet): push p, which
  * pa_free has checked, giving a batch back if needed. */
 void cache_free_slow(unsigned cls, void *p);
+
+/* The newest large slot, if it holds exactly npages (a program freeing and
+ * allocating one size): taken without a search. NULL otherwise. The caller
+ * marks it live (span.h). */
+static inline struct pa_span *cache_large_take_newest(size_t npages)
+{
+	struct pa_tcache *tc = cache_self;
+	uint32_t k = tc->nlarge;
+	if (k == 0 || tc->large[k - 1]->npages != npages)
+		return NULL;
+	struct pa_span *s = tc->large[k - 1];
+	__atomic_store_n(&tc->nlarge, k - 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&tc->large_pages, tc->large_pages - (uint32_t)npages, __ATOMIC_RELAXED);
+	return s;
+}
+
+/* Keep freed large span s in a free slot of the calling thread's cache when
+ * there is room without evicting (1), else 0: cache_large_put decides. The
+ * placeholders cache_empty and cache_gone have list bounds of 0 and never
+ * keep anything. */
+static inline int cache_large_put_room(struct pa_span *s)
+{
+	struct pa_tcache *tc = cache_self;
+	uint32_t k = tc->nlarge;
+	size_t np = s->npages;
+	if (tc->lists[1].max == 0 || k == PA_LARGE_SLOTS || np > PA_LARGE_SLOT_MAX_PAGES ||
+	    tc->large_pages + np > PA_LARGE_SLOTS_MAX_PAGES)
+		return 0;
+	span_bit_set(s, 0, 0);
+	tc->large[k] = s;
+	__atomic_store_n(&tc->nlarge, k + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&tc->large_pages, tc->large_pages + (uint32_t)np, __ATOMIC_RELAXED);
+	return 1;
+}
 
 /* A large span of npages .. npages + npages / 8 pages from the calling
  * thread's slots (no longer marked cached), or NULL. */

@@ -95,8 +95,28 @@ size_t large_held_objects, large_held_pages;
 /* n bytes in whole pages, at an `align`-aligned address (a power of two);
  * with zero, the first n bytes read as zero. */
 static void *large_alloc_pages(size_t n, size_t align, int zero);
+static void *large_alloc_slow(size_t n, size_t align, int zero);
 
 static void *__attribute__((noinline)) large_alloc(size_t n, size_t align, int zero)
+{
+	if (align <= PA_PAGE_SIZE && n <= PA_LARGE_SLOT_MAX_PAGES * PA_PAGE_SIZE) {
+		/* The newest large slot, same size: no errno, no search. */
+		size_t npages = (n >> PA_PAGE_SHIFT) + ((n & (PA_PAGE_SIZE - 1)) != 0);
+		struct pa_span *s = cache_large_take_newest(npages);
+		if (s != NULL) {
+			void **base = (void **)span_base(s);
+			span_bit_set(s, 0, 1);
+			if (zero)
+				memset(base, 0, n);
+			else
+				base[1] = NULL; /* its free-key */
+			return base;
+		}
+	}
+	return large_alloc_slow(n, align, zero);
+}
+
+static void *__attribute__((noinline)) large_alloc_slow(size_t n, size_t align, int zero)
 {
 	int saved = errno; /* a success leaves errno alone, whatever the OS said */
 	void *p = large_alloc_pages(n, align, zero);
@@ -273,7 +293,7 @@ static void large_free(struct pa_span *s);
 
 /* pa_free of checked block p past the fast path: a large object, or a full
  * (or not yet built) thread list. */
-static void __attribute__((noinline)) free_slow(struct pa_span *s, void *p)
+static void __attribute__((noinline)) free_rest_of(struct pa_span *s, void *p)
 {
 	if (s->cls == 0) {
 		/* Waiting in large slots already, its free-key overwritten. */
@@ -289,6 +309,14 @@ static void __attribute__((noinline)) free_slow(struct pa_span *s, void *p)
 	 * access to it is the program's, and memcheck reports it. */
 	if (vg_active())
 		VALGRIND_FREELIKE_BLOCK(p, 0);
+}
+
+static void __attribute__((noinline)) free_slow(struct pa_span *s, void *p)
+{
+	/* A large block into a free slot of this thread's cache: no frame. */
+	if (s->cls == 0 && span_bit(s, 0) && cache_large_put_room(s))
+		return;
+	free_rest_of(s, p);
 }
 
 /* ---- checking a pointer -------------------------------------------------- */
