@@ -287,24 +287,22 @@ static const char *cache_mode_name(int mode)
 	}
 }
 
+/* One "label  N MiB (N bytes)  note" line. */
+static void out_bytes_line(struct out *o, const char *label, size_t bytes, const char *note)
+{
+	out_row(o, label);
+	out_mib_bytes(o, bytes);
+	out_str(o, note);
+}
+
 static void print_heap(struct out *o, const struct pa_malloc_stats *ms)
 {
 	out_str(o, "heap (the Go runtime's MemStats terms)\n");
-	out_row(o, "heap_sys");
-	out_mib_bytes(o, ms->heap_sys);
-	out_str(o, "  mapped from the OS\n");
-	out_row(o, "heap_inuse");
-	out_mib_bytes(o, ms->heap_inuse);
-	out_str(o, "  pages of spans and large objects\n");
-	out_row(o, "heap_alloc");
-	out_mib_bytes(o, ms->heap_alloc);
-	out_str(o, "  in live objects\n");
-	out_row(o, "heap_idle");
-	out_mib_bytes(o, ms->heap_idle);
-	out_str(o, "  free pages, resident or not\n");
-	out_row(o, "heap_released");
-	out_mib_bytes(o, ms->heap_released);
-	out_str(o, "  free pages returned to the OS\n");
+	out_bytes_line(o, "heap_sys", ms->heap_sys, "  mapped from the OS\n");
+	out_bytes_line(o, "heap_inuse", ms->heap_inuse, "  pages of spans and large objects\n");
+	out_bytes_line(o, "heap_alloc", ms->heap_alloc, "  in live objects\n");
+	out_bytes_line(o, "heap_idle", ms->heap_idle, "  free pages, resident or not\n");
+	out_bytes_line(o, "heap_released", ms->heap_released, "  free pages returned to the OS\n");
 	out_row(o, "live objects");
 	out_uint(o, ms->live_objects);
 	out_str(o, ", of which large (over 32 KiB) ");
@@ -317,12 +315,8 @@ static void print_heap(struct out *o, const struct pa_malloc_stats *ms)
 	out_str(o, ", holding ");
 	out_mib_bytes(o, ms->cached_bytes);
 	out_str(o, " of free objects\n");
-	out_row(o, "heapUsage");
-	out_mib_bytes(o, ms->heap_usage);
-	out_str(o, "  heap_sys - heap_released\n");
-	out_row(o, "maxFragmentation");
-	out_mib_bytes(o, ms->max_fragmentation);
-	out_str(o, "  heap_inuse - heap_alloc, ");
+	out_bytes_line(o, "heapUsage", ms->heap_usage, "  heap_sys - heap_released\n");
+	out_bytes_line(o, "maxFragmentation", ms->max_fragmentation, "  heap_inuse - heap_alloc, ");
 	out_pct(o, ms->max_fragmentation, ms->heap_usage);
 	out_str(o, " of heapUsage\n");
 }
