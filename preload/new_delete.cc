@@ -7,10 +7,17 @@
  * installed std::new_handler and tries again, for as long as there is one;
  * without one it throws std::bad_alloc. The nothrow forms return nullptr
  * instead of throwing (and where a new_handler throws). The fast path is
- * pa_malloc and one test; the loop is out of line. std::get_new_handler and
- * std::bad_alloc come from libstdc++, which the preload library therefore
- * needs (as jemalloc's and tcmalloc's do): a C++ program shares the one
- * handler that std::set_new_handler sets.
+ * pa_malloc and one test; the loop is out of line.
+ *
+ * libstdc++ is referenced only weakly (std::get_new_handler,
+ * std::__throw_bad_alloc), and this file is built without exception tables
+ * (-fno-exceptions), so the preload library does not load libstdc++ (and
+ * libm) into C programs: 1.2 MiB of resident memory in every small process.
+ * A C++ program has libstdc++ loaded, the weak names resolve to it, and it
+ * shares the one handler std::set_new_handler sets. The price: a new_handler
+ * that throws out of a nothrow operator new reaches std::terminate instead
+ * of making it return nullptr (the standard's rule), because catching needs
+ * libstdc++'s personality routine. A C program has no new_handler.
  *
  * Every delete is pa_free: the size and alignment arguments are not needed
  * to find the block, and the pointer checks are pa_free's.
@@ -20,6 +27,12 @@
 
 #include "pagealloc.h"
 
+/* Weak references to libstdc++ (see above): null when it is not loaded. */
+extern std::new_handler pa_get_new_handler() noexcept __asm__("_ZSt15get_new_handlerv")
+    __attribute__((weak));
+[[noreturn]] extern void pa_throw_bad_alloc() __asm__("_ZSt17__throw_bad_allocv")
+    __attribute__((weak));
+
 namespace
 {
 
@@ -28,21 +41,15 @@ namespace
 __attribute__((noinline, cold)) void *new_retry(std::size_t n, std::size_t align, bool nothrow)
 {
 	for (;;) {
-		std::new_handler handler = std::get_new_handler();
+		std::new_handler handler = pa_get_new_handler ? pa_get_new_handler() : nullptr;
 		if (handler == nullptr) {
 			if (nothrow)
 				return nullptr;
-			throw std::bad_alloc();
+			if (pa_throw_bad_alloc)
+				pa_throw_bad_alloc();
+			__builtin_trap(); /* operator new without libstdc++: cannot happen */
 		}
-		if (nothrow) {
-			try {
-				handler();
-			} catch (...) {
-				return nullptr;
-			}
-		} else {
-			handler();
-		}
+		handler();
 		void *p = align != 0 ? pa_memalign(align, n) : pa_malloc(n);
 		if (p != nullptr)
 			return p;

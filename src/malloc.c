@@ -118,7 +118,8 @@ static void *__attribute__((noinline)) large_alloc(size_t n, size_t align, int z
 
 static void *__attribute__((noinline)) large_alloc_slow(size_t n, size_t align, int zero)
 {
-	int saved = errno; /* a success leaves errno alone, whatever the OS said */
+	int saved = errno;  /* a success leaves errno alone, whatever the OS said */
+	pages_background(); /* no allocator lock is held here */
 	void *p = large_alloc_pages(n, align, zero);
 	errno = p != NULL ? saved : ENOMEM;
 	return p;
@@ -258,6 +259,7 @@ static void *__attribute__((noinline)) small_alloc_slow(unsigned cls, size_t n)
 		errno = ENOMEM;
 		return NULL;
 	}
+	pages_background(); /* no allocator lock is held here */
 	void *p = cache_alloc_slow(cls);
 	if (p == NULL) {
 		errno = ENOMEM;

@@ -316,7 +316,9 @@ uintptr_t pages_alloc(size_t npages, size_t *scav)
 		errno = ENOMEM;
 		return 0;
 	}
-	scav_ensure_started();
+	/* No scav_ensure_started here: the malloc layer calls pages_alloc with
+	 * a central lock held, and starting the thread allocates (a forked
+	 * child's, or the first one's TLS): it calls pages_background itself. */
 	/* Under memcheck the per-CPU caches' group bases would be pointers to
 	 * the first block of a group: its leak check would count a leaked
 	 * block there as still reachable. */
@@ -329,6 +331,12 @@ int pages_alloc_at(uintptr_t addr, size_t npages)
 {
 	struct pa_pageheap *h = default_heap_get();
 	return h != NULL && pageheap_alloc_at(h, addr, npages, NULL);
+}
+
+void pages_background(void)
+{
+	if (__atomic_load_n(&default_state, __ATOMIC_ACQUIRE) == HEAP_READY)
+		scav_ensure_started();
 }
 
 uintptr_t pages_alloc_quiet(size_t npages)

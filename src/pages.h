@@ -18,6 +18,11 @@
  * allocate. Returns 0, or -1 when the heap cannot be built, or fn's error. */
 int pages_once(int *done, int (*fn)(void));
 
+/* Start (or, in a forked child, restart) the background scavenger if it is
+ * wanted. It creates a thread, which allocates: call it holding no
+ * allocator lock. pages_alloc does not, so that it may run under one. */
+void pages_background(void);
+
 /* npages contiguous pages, or 0 (errno = ENOMEM). *scav (if non-NULL) gets
  * how many of them were released to the OS and read as zero. */
 uintptr_t pages_alloc(size_t npages, size_t *scav);
