@@ -80,11 +80,7 @@ struct pa_span *cache_large_take(size_t npages)
 		struct pa_span *s = tc->large[k];
 		if (s->npages < npages || s->npages > npages + npages / 8)
 			continue;
-		for (unsigned j = k + 1; j < tc->nlarge; j++)
-			tc->large[j - 1] = tc->large[j];
-		__atomic_store_n(&tc->nlarge, tc->nlarge - 1, __ATOMIC_RELAXED);
-		__atomic_store_n(&tc->large_pages, tc->large_pages - (uint32_t)s->npages,
-		                 __ATOMIC_RELAXED);
+		cache_slot_remove(tc, k);
 		span_bit_set(s, 0, 1);
 		return s;
 	}
@@ -103,18 +99,9 @@ int cache_large_put(struct pa_span *s)
 	while (tc->nlarge > 0 && (tc->nlarge == PA_LARGE_SLOTS ||
 	                          tc->large_pages + s->npages > PA_LARGE_SLOTS_MAX_PAGES)) {
 		/* Make room: the oldest goes back to the page heap. */
-		struct pa_span *old = tc->large[0];
-		for (unsigned j = 1; j < tc->nlarge; j++)
-			tc->large[j - 1] = tc->large[j];
-		__atomic_store_n(&tc->nlarge, tc->nlarge - 1, __ATOMIC_RELAXED);
-		__atomic_store_n(&tc->large_pages, tc->large_pages - (uint32_t)old->npages,
-		                 __ATOMIC_RELAXED);
-		large_release(old);
+		large_release(cache_slot_remove(tc, 0));
 	}
-	span_bit_set(s, 0, 0);
-	tc->large[tc->nlarge] = s;
-	__atomic_store_n(&tc->nlarge, tc->nlarge + 1, __ATOMIC_RELAXED);
-	__atomic_store_n(&tc->large_pages, tc->large_pages + (uint32_t)s->npages, __ATOMIC_RELAXED);
+	cache_slot_append(tc, s);
 	return 1;
 }
 

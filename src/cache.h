@@ -74,6 +74,29 @@ void *cache_alloc_slow(unsigned cls);
  * pa_free has checked, giving a batch back if needed. */
 void cache_free_slow(unsigned cls, void *p);
 
+/* Remove and return slot k of tc's large slots (later slots move down). */
+static inline struct pa_span *cache_slot_remove(struct pa_tcache *tc, uint32_t k)
+{
+	struct pa_span *s = tc->large[k];
+	uint32_t n = tc->nlarge;
+	for (uint32_t j = k + 1; j < n; j++)
+		tc->large[j - 1] = tc->large[j];
+	__atomic_store_n(&tc->nlarge, n - 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&tc->large_pages, tc->large_pages - (uint32_t)s->npages, __ATOMIC_RELAXED);
+	return s;
+}
+
+/* Append freed large span s as the newest slot (there is room), marking its
+ * one object free. */
+static inline void cache_slot_append(struct pa_tcache *tc, struct pa_span *s)
+{
+	uint32_t n = tc->nlarge;
+	span_bit_set(s, 0, 0);
+	tc->large[n] = s;
+	__atomic_store_n(&tc->nlarge, n + 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&tc->large_pages, tc->large_pages + (uint32_t)s->npages, __ATOMIC_RELAXED);
+}
+
 /* The newest large slot, if it holds exactly npages (a program freeing and
  * allocating one size): taken without a search. NULL otherwise. The caller
  * marks it live (span.h). */
@@ -83,10 +106,7 @@ static inline struct pa_span *cache_large_take_newest(size_t npages)
 	uint32_t k = tc->nlarge;
 	if (k == 0 || tc->large[k - 1]->npages != npages)
 		return NULL;
-	struct pa_span *s = tc->large[k - 1];
-	__atomic_store_n(&tc->nlarge, k - 1, __ATOMIC_RELAXED);
-	__atomic_store_n(&tc->large_pages, tc->large_pages - (uint32_t)npages, __ATOMIC_RELAXED);
-	return s;
+	return cache_slot_remove(tc, k - 1);
 }
 
 /* Keep freed large span s in a free slot of the calling thread's cache when
@@ -96,15 +116,11 @@ static inline struct pa_span *cache_large_take_newest(size_t npages)
 static inline int cache_large_put_room(struct pa_span *s)
 {
 	struct pa_tcache *tc = cache_self;
-	uint32_t k = tc->nlarge;
-	size_t np = s->npages;
-	if (tc->lists[1].max == 0 || k == PA_LARGE_SLOTS || np > PA_LARGE_SLOT_MAX_PAGES ||
-	    tc->large_pages + np > PA_LARGE_SLOTS_MAX_PAGES)
+	if (tc->lists[1].max == 0 || tc->nlarge == PA_LARGE_SLOTS ||
+	    s->npages > PA_LARGE_SLOT_MAX_PAGES ||
+	    tc->large_pages + s->npages > PA_LARGE_SLOTS_MAX_PAGES)
 		return 0;
-	span_bit_set(s, 0, 0);
-	tc->large[k] = s;
-	__atomic_store_n(&tc->nlarge, k + 1, __ATOMIC_RELAXED);
-	__atomic_store_n(&tc->large_pages, tc->large_pages + (uint32_t)np, __ATOMIC_RELAXED);
+	cache_slot_append(tc, s);
 	return 1;
 }
 

@@ -89,6 +89,12 @@ static inline int malloc_ready(void)
 
 size_t large_held_objects, large_held_pages;
 
+/* Pages that hold n bytes. */
+static inline size_t pages_of(size_t n)
+{
+	return (n >> PA_PAGE_SHIFT) + ((n & (PA_PAGE_SIZE - 1)) != 0);
+}
+
 /* The largest run we try for: more than any 48-bit address space holds. */
 #define LARGE_MAX_PAGES ((size_t)1 << (PA_ADDR_BITS - PA_PAGE_SHIFT))
 
@@ -101,7 +107,7 @@ static void *__attribute__((noinline)) large_alloc(size_t n, size_t align, int z
 {
 	if (align <= PA_PAGE_SIZE && n <= PA_LARGE_SLOT_MAX_PAGES * PA_PAGE_SIZE) {
 		/* The newest large slot, same size: no errno, no search. */
-		size_t npages = (n >> PA_PAGE_SHIFT) + ((n & (PA_PAGE_SIZE - 1)) != 0);
+		size_t npages = pages_of(n);
 		struct pa_span *s = cache_large_take_newest(npages);
 		if (s != NULL) {
 			void **base = (void **)span_base(s);
@@ -127,7 +133,7 @@ static void *__attribute__((noinline)) large_alloc_slow(size_t n, size_t align, 
 
 static void *large_alloc_pages(size_t n, size_t align, int zero)
 {
-	size_t npages = (n >> PA_PAGE_SHIFT) + ((n & (PA_PAGE_SIZE - 1)) != 0);
+	size_t npages = pages_of(n);
 	size_t extra = align > PA_PAGE_SIZE ? (align >> PA_PAGE_SHIFT) - 1 : 0;
 	if (npages == 0)
 		npages = 1;
@@ -555,7 +561,7 @@ void *pa_realloc(void *p, size_t n)
 		goto move; /* memcheck knows the block by its requested size */
 	if (s->cls == 0 && n > s->npages * PA_PAGE_SIZE && n <= PTRDIFF_MAX) {
 		/* Grow a large block into free pages right after it. */
-		size_t want = (n >> PA_PAGE_SHIFT) + ((n & (PA_PAGE_SIZE - 1)) != 0);
+		size_t want = pages_of(n);
 		if (pages_alloc_at(span_base(s) + s->npages * PA_PAGE_SIZE, want - s->npages)) {
 			__atomic_add_fetch(&large_held_pages, want - s->npages, __ATOMIC_RELAXED);
 			s->npages = want;
@@ -563,7 +569,7 @@ void *pa_realloc(void *p, size_t n)
 		}
 	}
 	if (fits_in_place(s, n)) {
-		size_t keep = (n >> PA_PAGE_SHIFT) + ((n & (PA_PAGE_SIZE - 1)) != 0);
+		size_t keep = pages_of(n);
 		if (s->cls == 0 && keep < s->npages) {
 			/* Shrink a large block: its tail pages go back. */
 			size_t tail = s->npages - keep;
