@@ -116,6 +116,34 @@ static inline size_t wl_logsize(wl_rng *r, size_t lo, size_t hi)
 	return base + (size_t)wl_below(r, base);
 }
 
+/* Tagged objects (wl-small, wl-threads, wl-larson): the first 8 bytes hold
+ * owner << 50 | seq << 12 | size and the last byte the tag's bits 12..19, so
+ * whoever frees the object checks that no other block overwrote it. size is
+ * 8..4095. */
+#define WL_TAG_SIZE_BITS 12
+
+static inline uint64_t wl_tag_new(void *obj, size_t owner, uint64_t seq, size_t size)
+{
+	unsigned char *p = (unsigned char *)obj;
+	uint64_t tag = (uint64_t)owner << 50 | seq << WL_TAG_SIZE_BITS | size;
+	memcpy(p, &tag, sizeof(tag));
+	p[size - 1] = (unsigned char)(tag >> WL_TAG_SIZE_BITS);
+	return tag;
+}
+
+/* Check object obj (sizes min..max), free it, return its tag. */
+static inline uint64_t wl_tag_free(void *obj, size_t min, size_t max)
+{
+	unsigned char *p = (unsigned char *)obj;
+	uint64_t tag;
+	memcpy(&tag, p, sizeof(tag));
+	size_t size = tag & ((1u << WL_TAG_SIZE_BITS) - 1);
+	if (size < min || size > max || p[size - 1] != (unsigned char)(tag >> WL_TAG_SIZE_BITS))
+		wl_die("object %llx corrupted", (unsigned long long)tag);
+	free(p);
+	return tag;
+}
+
 /* ---- memory as the OS sees it --------------------------------------------- */
 
 static inline size_t wl_rss_bytes(void)

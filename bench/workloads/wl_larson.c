@@ -37,23 +37,11 @@ static size_t nthreads, nslots;
 static uint64_t nops;
 static size_t done_pushing; /* threads past their last push (__atomic) */
 
-static uint64_t tag_of(size_t thread, uint64_t seq, size_t size)
-{
-	return (uint64_t)thread << 52 | seq << 11 | size;
-}
-
 static void free_batch(struct worker *w, const struct wl_batch *b)
 {
 	for (size_t k = 0; k < b->n; k++) {
-		unsigned char *p = (unsigned char *)b->p[k];
-		uint64_t tag;
-		memcpy(&tag, p, sizeof(tag));
-		size_t size = tag & 2047;
-		if (size < MIN_OBJ || size > MAX_OBJ || p[size - 1] != (unsigned char)(tag >> 11))
-			wl_die("thread %zu: object %llx corrupted", w->id, (unsigned long long)tag);
-		w->checksum += tag;
+		w->checksum += wl_tag_free(b->p[k], MIN_OBJ, MAX_OBJ);
 		w->frees++;
-		free(p);
 	}
 }
 
@@ -94,9 +82,7 @@ static void *work(void *arg)
 		}
 		size_t size = MIN_OBJ + (size_t)wl_below(&rng, MAX_OBJ - MIN_OBJ + 1);
 		unsigned char *p = (unsigned char *)wl_xmalloc(size);
-		uint64_t tag = tag_of(w->id, seq++, size);
-		memcpy(p, &tag, sizeof(tag));
-		p[size - 1] = (unsigned char)(tag >> 11);
+		wl_tag_new(p, w->id, seq++, size);
 		slot[i] = p;
 		if ((op & 63) == 0)
 			drain_one(w);

@@ -28,21 +28,9 @@ static uint64_t nops;
 static size_t nslots;
 static pthread_barrier_t idle_start, idle_end;
 
-static uint64_t tag_of(size_t id, uint64_t seq, size_t size)
-{
-	return (uint64_t)id << 50 | seq << 12 | size;
-}
-
 static uint64_t drop(void *obj)
 {
-	unsigned char *p = (unsigned char *)obj;
-	uint64_t tag;
-	memcpy(&tag, p, sizeof(tag));
-	size_t size = tag & 4095;
-	if (size < MIN_OBJ || size > MAX_OBJ || p[size - 1] != (unsigned char)(tag >> 12))
-		wl_die("object %llx corrupted", (unsigned long long)tag);
-	free(p);
-	return tag;
+	return wl_tag_free(obj, MIN_OBJ, MAX_OBJ);
 }
 
 static void *work(void *arg)
@@ -57,9 +45,7 @@ static void *work(void *arg)
 			w->checksum += drop(slot[i]);
 		size_t size = wl_logsize(&rng, MIN_OBJ, MAX_OBJ);
 		unsigned char *p = (unsigned char *)wl_xmalloc(size);
-		uint64_t tag = tag_of(w->id, seq++, size);
-		memcpy(p, &tag, sizeof(tag));
-		p[size - 1] = (unsigned char)(tag >> 12);
+		wl_tag_new(p, w->id, seq++, size);
 		slot[i] = p;
 	}
 	for (size_t i = 0; i < nslots; i++)
