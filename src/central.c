@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 
+#include "bits.h"
 #include "central.h"
 #include "os.h"
 #include "pagemap.h"
@@ -11,6 +12,14 @@
 #include "vg.h"
 
 struct pa_central central[PA_SC_NUM_CLASSES];
+
+/* The background sweep runs while free objects in spans hold more than
+ * 1/CENTRAL_SWEEP_SHARE of the pages in use (and at least CENTRAL_SWEEP_MIN
+ * bytes): below that, releasing them is not worth the huge pages it splits.
+ * One step releases pages in at most CENTRAL_SWEEP_SPANS spans. */
+#define CENTRAL_SWEEP_SHARE 32u
+#define CENTRAL_SWEEP_MIN ((size_t)1 << 20)
+#define CENTRAL_SWEEP_SPANS 64u
 
 static void list_push(struct pa_central *c, struct pa_span *s)
 {
@@ -54,6 +63,29 @@ static struct pa_span *grow_locked(struct pa_central *c, unsigned cls)
 	return s;
 }
 
+/* The lowest free index of s at or above s->scan (nfree > 0: one exists below
+ * objects, and every index below scan is out of the span). */
+static unsigned next_free(const struct pa_span *s)
+{
+	unsigned w = s->scan / 64u;
+	uint64_t x = ~s->alloc[w] & (~(uint64_t)0 << (s->scan % 64u));
+	while (x == 0)
+		x = ~s->alloc[++w];
+	return w * 64u + bits_ctz(x);
+}
+
+/* Object i of s is handed out again: its 4 KiB pages are no longer released
+ * (the first touch faults them back in as zero pages); lock held. */
+static void unrelease(struct pa_central *c, struct pa_span *s, unsigned i)
+{
+	uintptr_t off = (uintptr_t)i * s->size;
+	unsigned first = (unsigned)(off / PA_SPAN_RELPAGE);
+	unsigned last = (unsigned)((off + s->size - 1) / PA_SPAN_RELPAGE);
+	uint32_t m = (uint32_t)(((uint64_t)2 << last) - ((uint64_t)1 << first)) & s->relmap;
+	s->relmap &= ~m;
+	c->rel_pages -= bits_popcount(m);
+}
+
 unsigned central_take(unsigned cls, unsigned n, void **head)
 {
 	struct pa_central *c = &central[cls];
@@ -65,21 +97,14 @@ unsigned central_take(unsigned cls, unsigned n, void **head)
 		if (s == NULL && (s = grow_locked(c, cls)) == NULL)
 			break;
 		while (got < n && s->nfree > 0) {
-			void **o;
-			unsigned i;
-			if (s->free != NULL) {
-				o = s->free;
-				vg_links_open(o);
-				s->free = o[0];
-				int exact;
-				i = span_index(s, (uintptr_t)o, &exact);
-			} else {
-				i = s->bump;
-				/* pa_free reads it without the lock */
+			unsigned i = next_free(s);
+			s->scan = (uint16_t)(i + 1);
+			if (i >= s->bump) /* pa_free reads it without the lock */
 				__atomic_store_n(&s->bump, (uint16_t)(i + 1), __ATOMIC_RELAXED);
-				o = (void **)(span_base(s) + (uintptr_t)i * s->size);
-				vg_links_open(o);
-			}
+			if (__builtin_expect(s->relmap != 0, 0))
+				unrelease(c, s, i);
+			void **o = (void **)(span_base(s) + (uintptr_t)i * s->size);
+			vg_links_open(o);
 			span_bit_set(s, i, 1);
 			s->nfree--;
 			o[0] = list;
@@ -95,12 +120,16 @@ unsigned central_take(unsigned cls, unsigned n, void **head)
 	return got;
 }
 
-/* Every object of s is back: give its pages to the heap; lock held. */
+/* Every object of s is back: give its pages to the heap; lock held. Pages
+ * the sweep released go back as resident ones (they read as zero; the
+ * scavenger releases them again in its own time). */
 static void retire_locked(struct pa_central *c, struct pa_span *s)
 {
 	if (s->prevnext != NULL)
 		list_remove(s);
 	c->spans--;
+	c->rel_pages -= bits_popcount(s->relmap);
+	c->dirty -= s->dirty;
 	pagemap_set(span_base(s), s->npages, NULL);
 	pages_free(span_base(s), s->npages);
 	if (s->vg_sizes != NULL)
@@ -111,6 +140,7 @@ static void retire_locked(struct pa_central *c, struct pa_span *s)
 void central_give(unsigned cls, void *head, unsigned n)
 {
 	struct pa_central *c = &central[cls];
+	uint32_t now = pages_epoch();
 	lock_acquire(&c->lock);
 	for (unsigned k = 0; k < n; k++) {
 		void **o = head;
@@ -123,8 +153,13 @@ void central_give(unsigned cls, void *head, unsigned n)
 			span_report("free", o, PA_OBJ_DOUBLE_FREE);
 		}
 		span_bit_set(s, i, 0);
-		o[0] = s->free;
-		s->free = o;
+		if (i < s->scan)
+			s->scan = (uint16_t)i;
+		if (!s->dirty) {
+			s->dirty = 1;
+			c->dirty++;
+		}
+		s->gave_epoch = now;
 		c->out--;
 		if (++s->nfree == s->objects)
 			retire_locked(c, s);
@@ -134,8 +169,127 @@ void central_give(unsigned cls, void *head, unsigned n)
 	lock_release(&c->lock);
 }
 
+/* ---- releasing the free pages inside spans -------------------------------- */
+
+/* The 4 KiB pages of s that hold no object out of the span, only objects
+ * that were handed out before (never-touched ones may not be resident), and
+ * are not released already; lock held. */
+static uint32_t sweepable(const struct pa_span *s)
+{
+	uint32_t m = 0;
+	unsigned npg = (unsigned)(s->npages * PA_PAGE_SIZE / PA_SPAN_RELPAGE);
+	for (unsigned j = 0; j < npg; j++) {
+		uintptr_t off = (uintptr_t)j * PA_SPAN_RELPAGE;
+		unsigned first = (unsigned)(off / s->size);
+		unsigned last = (unsigned)((off + PA_SPAN_RELPAGE - 1) / s->size);
+		if (last >= s->objects)
+			last = s->objects - 1u;
+		if (first > last || last >= s->bump)
+			continue; /* tail waste only, or not all handed out yet */
+		if (bits_count_range(s->alloc, first, last - first + 1u) == 0)
+			m |= (uint32_t)1 << j;
+	}
+	return m & ~s->relmap;
+}
+
+/* Release the pages of m in s, a madvise per run; lock held (an object on
+ * them cannot be handed out meanwhile). Returns pages released. */
+static unsigned release_pages(struct pa_span *s, uint32_t m, int lazy)
+{
+	unsigned done = 0;
+	while (m != 0) {
+		unsigned lo = bits_ctz(m);
+		unsigned len = bits_ctz(~(m >> lo)); /* m has at most 20 bits: ~ is never 0 */
+		uintptr_t addr = span_base(s) + (uintptr_t)lo * PA_SPAN_RELPAGE;
+		uint32_t run = (uint32_t)(((uint64_t)1 << (lo + len)) - ((uint64_t)1 << lo));
+		m &= ~run;
+		if (os_release((void *)addr, (size_t)len * PA_SPAN_RELPAGE, lazy) != 0)
+			continue; /* refused: the pages stay resident and unlisted */
+		s->relmap |= run;
+		done += len;
+	}
+	return done;
+}
+
+/* Serialises sweeps (and their cursor); taken before any central lock. */
+static pa_lock sweep_lock = PA_LOCK_INIT;
+
+size_t central_sweep(uint32_t now, uint32_t min_age, unsigned max_spans)
+{
+	static unsigned cursor = 1; /* the class to go on with */
+	if (vg_active() || os_page_size() != PA_SPAN_RELPAGE)
+		return 0;
+	int lazy = !pages_release_zeroes();
+	size_t done = 0;
+	unsigned spans = 0;
+	lock_acquire(&sweep_lock);
+	for (unsigned k = 0; k < PA_SC_NUM_CLASSES - 1 && spans < max_spans; k++) {
+		struct pa_central *c = &central[cursor];
+		if (__atomic_load_n(&c->dirty, __ATOMIC_RELAXED) != 0) {
+			lock_acquire(&c->lock);
+			for (struct pa_span *s = c->partial; s != NULL && spans < max_spans;
+			     s = s->next) {
+				if (!s->dirty || (uint32_t)(now - s->gave_epoch) < min_age)
+					continue;
+				s->dirty = 0;
+				c->dirty--;
+				uint32_t m =
+				    (size_t)s->nfree * s->size < PA_SPAN_RELPAGE ? 0 : sweepable(s);
+				if (m == 0)
+					continue;
+				unsigned n = release_pages(s, m, lazy);
+				c->rel_pages += n;
+				done += n;
+				spans++;
+			}
+			lock_release(&c->lock);
+		}
+		if (spans < max_spans)
+			cursor = cursor + 1 < PA_SC_NUM_CLASSES ? cursor + 1 : 1;
+	}
+	lock_release(&sweep_lock);
+	return done * PA_SPAN_RELPAGE;
+}
+
+/* Bytes of free objects in spans, less what the sweep released (racy). */
+static size_t free_in_spans(void)
+{
+	size_t bytes = 0;
+	for (unsigned i = 1; i < PA_SC_NUM_CLASSES; i++) {
+		struct pa_central *c = &central[i];
+		size_t total =
+		    __atomic_load_n(&c->spans, __ATOMIC_RELAXED) * pa_sizeclasses[i].objects;
+		size_t out = __atomic_load_n(&c->out, __ATOMIC_RELAXED);
+		size_t b = total > out ? (total - out) * pa_sizeclasses[i].size : 0;
+		size_t rel = __atomic_load_n(&c->rel_pages, __ATOMIC_RELAXED) * PA_SPAN_RELPAGE;
+		bytes += b > rel ? b - rel : 0;
+	}
+	return bytes;
+}
+
+size_t central_sweep_background(uint32_t now, uint32_t min_age)
+{
+	size_t mapped, released, inuse;
+	pages_totals(&mapped, &released, &inuse);
+	size_t want = inuse / CENTRAL_SWEEP_SHARE;
+	if (want < CENTRAL_SWEEP_MIN)
+		want = CENTRAL_SWEEP_MIN;
+	if (free_in_spans() < want)
+		return 0;
+	return central_sweep(now, min_age, CENTRAL_SWEEP_SPANS);
+}
+
+size_t central_released_bytes(void)
+{
+	size_t n = 0;
+	for (unsigned i = 1; i < PA_SC_NUM_CLASSES; i++)
+		n += __atomic_load_n(&central[i].rel_pages, __ATOMIC_RELAXED);
+	return n * PA_SPAN_RELPAGE;
+}
+
 void central_lock_all(void)
 {
+	lock_acquire(&sweep_lock);
 	for (unsigned i = 1; i < PA_SC_NUM_CLASSES; i++)
 		lock_acquire(&central[i].lock);
 }
@@ -144,10 +298,12 @@ void central_unlock_all(void)
 {
 	for (unsigned i = PA_SC_NUM_CLASSES; i-- > 1;)
 		lock_release(&central[i].lock);
+	lock_release(&sweep_lock);
 }
 
 void central_reset_locks(void)
 {
 	for (unsigned i = 1; i < PA_SC_NUM_CLASSES; i++)
 		lock_init(&central[i].lock);
+	lock_init(&sweep_lock);
 }

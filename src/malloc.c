@@ -17,6 +17,7 @@
  * name the C function ("free", "realloc", ...), as the preload exports them.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -70,6 +71,7 @@ static int malloc_init_locked(void)
 	if (vg_on)
 		(void)pages_alloc_quiet(1);
 	pages_set_fork_hooks(fork_prepare, fork_parent, fork_child);
+	pages_set_sweep(central_sweep_background);
 	return 0;
 }
 
@@ -608,10 +610,11 @@ int pa_malloc_trim(size_t pad)
 {
 	cache_flush_self();
 	pa_cache_flush();
+	size_t swept = central_sweep(pages_epoch(), 0, UINT_MAX);
 	size_t mapped, released, inuse;
 	pages_totals(&mapped, &released, &inuse);
 	size_t free_resident = mapped - released - inuse;
 	if (free_resident <= pad)
-		return 0;
-	return pa_scavenge(pad == 0 ? 0 : free_resident - pad) > 0;
+		return swept > 0;
+	return (pa_scavenge(pad == 0 ? 0 : free_resident - pad) | swept) > 0;
 }

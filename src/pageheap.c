@@ -1096,10 +1096,13 @@ size_t pageheap_prev_chunk_locked(const struct pa_pageheap *h, size_t below)
 }
 
 unsigned pageheap_scav_reserve_locked(struct pa_pageheap *h, size_t ci, int force,
-                                      unsigned hp_pages, unsigned max_pages, uintptr_t *addr,
-                                      unsigned *fresh)
+                                      unsigned hp_pages, unsigned split_below, unsigned max_pages,
+                                      uintptr_t *addr, unsigned *fresh)
 {
 	struct pa_chunk *c = chunk_at(h, ci);
+	if (hp_pages != 0 && split_below != 0 &&
+	    bits_count_range(c->alloc, 0, PA_CHUNK_PAGES) < split_below)
+		hp_pages = 0;
 	unsigned start, n = chunk_scav_candidate(c, force, hp_pages, max_pages, &start);
 	if (n == 0) {
 		if (!force)

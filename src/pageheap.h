@@ -176,6 +176,9 @@ void pageheap_return_group_locked(struct pa_pageheap *h, uintptr_t base, uint64_
  *   releasing) and return its length (0: none; then, unless force, the
  *   chunk's stamp is cleared). *addr receives its address, *fresh how many
  *   of its pages were not released already (a whole free huge page may be).
+ *   With hp_pages set, only whole free huge pages are candidates, unless
+ *   the chunk has fewer than split_below pages allocated: then any run is
+ *   (a sparse chunk's huge pages are worth less than its free memory).
  * scav_commit_locked: free the reserved run again, as released pages if
  *   `released`, else as resident ones (the kernel refused the madvise).
  * resident_pages_locked: pages of the heap that may be resident.
@@ -183,8 +186,8 @@ void pageheap_return_group_locked(struct pa_pageheap *h, uintptr_t base, uint64_
 size_t pageheap_scav_next(struct pa_pageheap *h, size_t below, uint32_t min_age, size_t *recent);
 size_t pageheap_prev_chunk_locked(const struct pa_pageheap *h, size_t below);
 unsigned pageheap_scav_reserve_locked(struct pa_pageheap *h, size_t ci, int force,
-                                      unsigned hp_pages, unsigned max_pages, uintptr_t *addr,
-                                      unsigned *fresh);
+                                      unsigned hp_pages, unsigned split_below, unsigned max_pages,
+                                      uintptr_t *addr, unsigned *fresh);
 void pageheap_scav_commit_locked(struct pa_pageheap *h, uintptr_t addr, unsigned npages,
                                  int released);
 

@@ -71,6 +71,16 @@ void pages_set_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*ch
 	hook_child = child;
 }
 
+void pages_set_sweep(size_t (*fn)(uint32_t now, uint32_t min_age))
+{
+	__atomic_store_n(&default_scav.sweep, fn, __ATOMIC_RELEASE);
+}
+
+uint32_t pages_epoch(void)
+{
+	return __atomic_load_n(&default_heap.epoch, __ATOMIC_RELAXED);
+}
+
 /* Every lock below is taken with init_lock held, so a fork can never catch
  * a build half done (hardened_malloc#317: a race between initialisation and
  * registering the fork handlers). */

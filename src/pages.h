@@ -47,6 +47,14 @@ int pages_release_zeroes(void);
  * hold (pages in spans and large objects, when nothing else uses pa_pages). */
 void pages_totals(size_t *mapped, size_t *released, size_t *inuse_outside_caches);
 
+/* The heap's coarse clock: milliseconds since the scavenger thread started
+ * (0 while it never ran). */
+uint32_t pages_epoch(void);
+
+/* Let the background scavenger call fn when the heap has nothing to release
+ * (scavenger.h: sweep). Call from pages_once. */
+void pages_set_sweep(size_t (*fn)(uint32_t now, uint32_t min_age));
+
 /* Fork handlers that run around the page heap's own: the malloc layer's
  * locks are taken before the heap's and reset after. Call from pages_once. */
 void pages_set_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*child)(void));

@@ -15,6 +15,13 @@
 #define SCAV_COST_MAX_NS 10000000u /* 10 ms: a step never justifies more */
 #define SCAV_SLEEP_MAX_NS 1000000000u
 #define SCAV_IDLE_NS 100000000u /* poll for new work every 100 ms */
+/* A chunk with fewer pages allocated than this is sparse: while the heap
+ * shrinks, the background releases free runs in it even where that splits
+ * a huge page (Go's scavenger calls a chunk dense at 31/32 occupancy). */
+#define SCAV_SPARSE_PAGES (PA_CHUNK_PAGES * 31u / 32u)
+/* The retained goal: free resident memory up to 1/SCAV_RETAIN_SHARE of the
+ * pages in use, plus a chunk, is what a steady heap keeps (scav_shrinking). */
+#define SCAV_RETAIN_SHARE 8u
 
 static void on_pressure(void *arg);
 
@@ -55,14 +62,15 @@ void scav_configure(struct pa_scavenger *s, const struct pa_scav_config *conf)
  * Release the candidate run of chunk ci, if any: reserve under the lock,
  * madvise without it, commit under it. Returns pages released (0: none).
  */
-static unsigned release_in_chunk(struct pa_scavenger *s, size_t ci, int force, unsigned max_pages)
+static unsigned release_in_chunk(struct pa_scavenger *s, size_t ci, int force, unsigned split_below,
+                                 unsigned max_pages)
 {
 	struct pa_pageheap *h = s->heap;
 	uintptr_t addr = 0;
 	unsigned fresh = 0;
 	lock_acquire(&h->lock);
-	unsigned n = pageheap_scav_reserve_locked(h, ci, force, force ? 0 : s->hp_pages, max_pages,
-	                                          &addr, &fresh);
+	unsigned n = pageheap_scav_reserve_locked(h, ci, force, force ? 0 : s->hp_pages,
+	                                          split_below, max_pages, &addr, &fresh);
 	lock_release(&h->lock);
 	if (n == 0)
 		return 0;
@@ -81,10 +89,34 @@ static unsigned release_in_chunk(struct pa_scavenger *s, size_t ci, int force, u
 	return n;
 }
 
+/*
+ * Whether the heap has shrunk: free resident memory exceeds the retained
+ * goal, an eighth of the pages in use plus a chunk (Go retains 10% over its
+ * heap goal; the chunk keeps a small heap from ever counting as shrinking).
+ */
+static int scav_shrinking(struct pa_scavenger *s)
+{
+	struct pa_pageheap *h = s->heap;
+	lock_acquire(&h->lock);
+	size_t inuse = h->inuse_pages, resident = pageheap_resident_pages_locked(h);
+	lock_release(&h->lock);
+	size_t free_res = resident > inuse ? resident - inuse : 0;
+	return free_res > inuse / SCAV_RETAIN_SHARE + PA_CHUNK_PAGES;
+}
+
+static int burst_enabled(struct pa_scavenger *s)
+{
+	return __atomic_load_n(&s->conf.burst_percent, __ATOMIC_RELAXED) >
+	       __atomic_load_n(&s->conf.percent, __ATOMIC_RELAXED);
+}
+
 size_t scav_step(struct pa_scavenger *s, uint32_t min_age)
 {
 	struct pa_pageheap *h = s->heap;
 	lock_acquire(&s->release_lock);
+	/* A shrinking heap (with burst pacing on) gives up huge pages of sparse
+	 * chunks: that free memory is not what the heap recently needed. */
+	unsigned split_below = burst_enabled(s) && scav_shrinking(s) ? SCAV_SPARSE_PAGES : 0;
 	lock_acquire(&h->lock);
 	uint64_t frees_before = h->free_count;
 	lock_release(&h->lock);
@@ -96,7 +128,7 @@ size_t scav_step(struct pa_scavenger *s, uint32_t min_age)
 			recent = young;
 		if (ci == SIZE_MAX)
 			break;
-		released = release_in_chunk(s, ci, 0, SCAV_MAX_STEP_PAGES);
+		released = release_in_chunk(s, ci, 0, split_below, SCAV_MAX_STEP_PAGES);
 		if (released != 0)
 			break;
 		below = ci; /* that chunk had nothing after all; keep looking lower */
@@ -125,7 +157,7 @@ size_t scav_release(struct pa_scavenger *s, size_t bytes, int force)
 	while (ci != SIZE_MAX && done < want) {
 		size_t left = want - done;
 		unsigned max = left < PA_CHUNK_PAGES ? (unsigned)left : PA_CHUNK_PAGES;
-		unsigned n = release_in_chunk(s, ci, force, max);
+		unsigned n = release_in_chunk(s, ci, force, 0, max);
 		done += n;
 		if (n != 0)
 			continue; /* the same chunk may hold more, lower down */
@@ -171,30 +203,19 @@ static void on_pressure(void *arg)
 /* ---- the background thread ----------------------------------------------- */
 
 /*
- * The CPU share for the next step. A heap whose size is steady keeps free
- * resident memory below what it holds in use, and gets `percent`. When free
- * resident memory exceeds the pages in use (the heap shrank: a burst was
- * freed, seed 003's cycle), the share grows with the ratio, up to
- * `burst_percent`: that memory is not what the heap recently needed, and
- * holding it costs RSS every second it waits (Go aims at a retained-heap
- * goal the same way; it lets the heap's live size, not the peak, decide).
+ * The CPU share for the next step: `percent`, or `burst_percent` while the
+ * heap is shrinking (free resident memory above the retained goal). That
+ * memory is not what the heap recently needed, and holding it costs RSS
+ * every second it waits; a heap whose size is steady keeps its free memory
+ * under the goal (what it frees it soon needs again) and stays at percent.
+ * The step itself only takes memory free for scavenge_delay_ms.
  */
 static unsigned scav_pace(struct pa_scavenger *s)
 {
 	unsigned pct = __atomic_load_n(&s->conf.percent, __ATOMIC_RELAXED);
-	unsigned burst = __atomic_load_n(&s->conf.burst_percent, __ATOMIC_RELAXED);
-	if (burst <= pct)
+	if (!burst_enabled(s) || !scav_shrinking(s))
 		return pct;
-	struct pa_pageheap *h = s->heap;
-	lock_acquire(&h->lock);
-	size_t inuse = h->inuse_pages, resident = pageheap_resident_pages_locked(h);
-	lock_release(&h->lock);
-	size_t free_res = resident > inuse ? resident - inuse : 0;
-	size_t base = inuse + PA_CHUNK_PAGES; /* a small heap never bursts for a chunk */
-	if (free_res <= base)
-		return pct;
-	uint64_t want = (uint64_t)pct * free_res / base;
-	return want >= burst ? burst : want > pct ? (unsigned)want : pct;
+	return __atomic_load_n(&s->conf.burst_percent, __ATOMIC_RELAXED);
 }
 
 static void *scav_main(void *arg)
@@ -210,9 +231,15 @@ static void *scav_main(void *arg)
 		size_t released = 0;
 		if (excess_bytes(h) != 0)
 			on_pressure(s); /* over the limit: no delay, no pacing */
-		else if (__atomic_load_n(&s->conf.enabled, __ATOMIC_RELAXED))
-			released =
-			    scav_step(s, __atomic_load_n(&s->conf.delay_ms, __ATOMIC_RELAXED));
+		else if (__atomic_load_n(&s->conf.enabled, __ATOMIC_RELAXED)) {
+			uint32_t delay = __atomic_load_n(&s->conf.delay_ms, __ATOMIC_RELAXED);
+			released = scav_step(s, delay);
+			size_t (*sweep)(uint32_t, uint32_t) =
+			    __atomic_load_n(&s->sweep, __ATOMIC_ACQUIRE);
+			if (released == 0 && sweep != NULL)
+				released =
+				    sweep(__atomic_load_n(&h->epoch, __ATOMIC_RELAXED), delay) != 0;
+		}
 		uint64_t cpu = os_thread_cpu_ns(), cost = cpu - cpu_prev;
 		cpu_prev = cpu;
 		__atomic_fetch_add(&s->cpu_ns, cost, __ATOMIC_RELAXED);

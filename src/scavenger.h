@@ -56,6 +56,10 @@ struct pa_scavenger {
 	uint32_t wake; /* futex word: bumped to wake the thread early */
 	pthread_t thread;
 	uint64_t ewma_cost_ns;
+	/* The layer above's own release (the malloc layer's span sweep): called
+	 * by the thread when the heap had nothing to release, with the epoch and
+	 * scavenge_delay_ms; returns bytes released. Set once, before start. */
+	size_t (*sweep)(uint32_t now, uint32_t min_age);
 
 	/* Statistics (atomics). */
 	uint64_t released_bytes;  /* released over the process's life */

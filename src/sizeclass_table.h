@@ -95,6 +95,8 @@
 #define PA_SC_MAX_SMALL 32768
 /* The most objects in one span, of any class. */
 #define PA_SC_MAX_OBJECTS 512
+/* The most pages in one span, of any class. */
+#define PA_SC_MAX_PAGES 10
 
 /* Sizes up to PA_SC_SMALL_MAX look their class up by PA_SC_SMALL_DIV bytes,
  * larger ones by PA_SC_LARGE_DIV bytes above PA_SC_SMALL_MAX. */

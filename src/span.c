@@ -35,7 +35,10 @@ int span_init_small(struct pa_span *s, unsigned cls, uintptr_t base)
 	s->objects = c->objects;
 	s->nfree = c->objects;
 	s->bump = 0;
-	s->free = NULL;
+	s->scan = 0;
+	s->dirty = 0;
+	s->relmap = 0;
+	s->gave_epoch = 0;
 	s->next = NULL;
 	s->prevnext = NULL;
 	memset(s->alloc, 0, sizeof(s->alloc));

@@ -8,8 +8,8 @@
  * heap (meta.h) and is found from any address of its pages by the page map.
  *
  * Each object is in exactly one of three places:
- *   - in the span: never handed out (index >= bump) or on the span's free
- *     list; its bit in `alloc` is 0;
+ *   - in the span (free there, or never handed out: index >= bump); its bit
+ *     in `alloc` is 0;
  *   - in a thread cache (cache.h), or
  *   - in the program's hands; in these two its `alloc` bit is 1.
  * So nfree = objects - popcount(alloc), and a free of an object whose bit
@@ -17,11 +17,19 @@
  * wherever the bit is read: on every pa_free, and again when an object
  * returns to its span.
  *
- * A freed object's first word links it into a cache or span free list; its
- * second word holds span_free_key(p) (a per-process secret mixed with its
- * address) until it is handed out again, when the allocator clears it. A
- * pa_free that finds the key in place has found a block already freed into
- * some cache: a double free, caught without looking at any other thread.
+ * The bitmap is the span's only free list: the central list hands out the
+ * lowest free index (from `scan`, below which every bit is 1), so a span
+ * fills from its first page and the memory of free objects is never
+ * written by the span. That lets the scavenger release the OS pages of a
+ * span that hold no object out of it (central_sweep): `relmap` has a bit
+ * per 4 KiB page released, cleared when an object on it is handed out
+ * again (the kernel gives it back as a zero page on the first touch).
+ *
+ * A freed object's first word links it into a cache's free list; its second
+ * word holds span_free_key(p) (a per-process secret mixed with its address)
+ * until it is handed out again, when the allocator clears it. A pa_free
+ * that finds the key in place has found a block already freed into some
+ * cache: a double free, caught without looking at any other thread.
  *
  * A large object (class 0) is one run of `npages` pages at `base`; the
  * page map maps its first page only. It looks to pa_free like a span of one
@@ -45,6 +53,9 @@
 #include "sizeclass_table.h"
 
 /* One bit per object, and one more for the index just past the last. */
+/* The sweep's page: spans are at most 10 heap pages, 20 such pages. */
+#define PA_SPAN_RELPAGE 4096u
+_Static_assert(PA_SC_MAX_PAGES *PA_PAGE_SIZE / PA_SPAN_RELPAGE <= 32, "relmap has 32 bits");
 #define PA_SPAN_ALLOC_WORDS (PA_SC_MAX_OBJECTS / 64 + 1)
 
 struct pa_span {
@@ -57,9 +68,12 @@ struct pa_span {
 	uint16_t cls;       /* size class; 0 for a large object */
 	uint16_t objects;
 	/* Under the central lock of cls. */
-	uint16_t nfree;            /* objects in the span: free list + never handed out */
+	uint16_t nfree;            /* objects in the span (alloc bit 0) */
 	uint16_t bump;             /* objects at index >= bump were never handed out */
-	void *free;                /* objects returned to the span, linked by first word */
+	uint16_t scan;             /* every object below this index is out of the span */
+	uint8_t dirty;             /* an object came back since the last sweep */
+	uint32_t relmap;           /* 4 KiB pages released by central_sweep (bit j: page j) */
+	uint32_t gave_epoch;       /* heap epoch (ms) when an object last came back */
 	struct pa_span *next;      /* central partial list */
 	struct pa_span **prevnext; /* where the pointer to this span is (NULL: not listed) */
 	uint64_t alloc[PA_SPAN_ALLOC_WORDS];

@@ -303,6 +303,8 @@ static void print_heap(struct out *o, const struct pa_malloc_stats *ms)
 	out_bytes_line(o, "heap_alloc", ms->heap_alloc, "  in live objects\n");
 	out_bytes_line(o, "heap_idle", ms->heap_idle, "  free pages, resident or not\n");
 	out_bytes_line(o, "heap_released", ms->heap_released, "  free pages returned to the OS\n");
+	out_bytes_line(o, "span_released", ms->span_released,
+	               "  free 4 KiB pages inside spans returned to the OS\n");
 	out_row(o, "live objects");
 	out_uint(o, ms->live_objects);
 	out_str(o, ", of which large (over 32 KiB) ");
@@ -315,7 +317,8 @@ static void print_heap(struct out *o, const struct pa_malloc_stats *ms)
 	out_str(o, ", holding ");
 	out_mib_bytes(o, ms->cached_bytes);
 	out_str(o, " of free objects\n");
-	out_bytes_line(o, "heapUsage", ms->heap_usage, "  heap_sys - heap_released\n");
+	out_bytes_line(o, "heapUsage", ms->heap_usage,
+	               "  heap_sys - heap_released - span_released\n");
 	out_bytes_line(o, "maxFragmentation", ms->max_fragmentation, "  heap_inuse - heap_alloc, ");
 	out_pct(o, ms->max_fragmentation, ms->heap_usage);
 	out_str(o, " of heapUsage\n");

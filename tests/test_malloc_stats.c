@@ -5,7 +5,7 @@
  *
  * Every snapshot is also checked against itself and against the page heap
  * (snap): the derived fields are what pagealloc.h defines them to be
- * (heap_usage = heap_sys - heap_released, max_fragmentation = heap_inuse -
+ * (heap_usage = heap_sys - heap_released - span_released, max_fragmentation = heap_inuse -
  * heap_alloc, heap_idle = heap_sys - heap_inuse), the totals are the sums
  * of the per-class rows plus the large objects, and after pa_cache_flush
  * the page heap's pa_stats agree: its heap_inuse is the malloc layer's (no
@@ -19,6 +19,8 @@
  * opens the next, and a batch (cache_batch: at most 32 objects) never spans
  * two of the small classes used here.
  */
+#include <sys/mman.h>
+
 #include "testutil.h"
 
 #include "pagealloc.h"
@@ -34,7 +36,7 @@ static struct pa_malloc_stats snap(void)
 	pa_cache_flush();
 	assert_int_equal(pa_malloc_stats(&m), 0);
 	assert_int_equal(pa_stats(&p), 0);
-	TU_EQ(m.heap_usage, m.heap_sys - m.heap_released);
+	TU_EQ(m.heap_usage, m.heap_sys - m.heap_released - m.span_released);
 	TU_EQ(m.max_fragmentation, m.heap_inuse - m.heap_alloc);
 	TU_EQ(m.heap_idle, m.heap_sys - m.heap_inuse);
 	size_t live = m.large_objects, alloc = m.large_bytes, pages = 0, small_cached = 0;
@@ -194,6 +196,62 @@ static void one_16_byte_object_per_span_pins_128_spans(void **state)
 	TU_EQ(m2.max_fragmentation, m0.max_fragmentation);
 }
 
+/* Whether the 4 KiB page at p is resident. */
+static int resident(const void *p)
+{
+	unsigned char v = 0;
+	uintptr_t page = (uintptr_t)p & ~(uintptr_t)4095;
+	assert_int_equal(mincore((void *)page, 4096, &v), 0);
+	return v & 1;
+}
+
+/* The same pattern, trimmed: each span keeps its first object, so the
+ * second 4 KiB page of every span holds only free objects and goes back to
+ * the OS (span_released), while the first stays. Objects handed out again
+ * take the released pages back; spans that empty stop counting them. */
+static void trim_releases_the_free_4k_page_of_each_pinned_16_byte_span(void **state)
+{
+	(void)state;
+	unsigned cls = pa_size_to_class(16);
+	const size_t spans = SEED_OBJECTS / SEED_KEEP_EVERY, per_page = 4096 / 16;
+	struct pa_malloc_stats m0 = clean_start(cls);
+	TU_EQ(m0.span_released, 0);
+	static void *p[SEED_OBJECTS];
+	for (unsigned k = 0; k < SEED_OBJECTS; k++)
+		assert_non_null(p[k] = pa_malloc(16));
+	for (unsigned k = 0; k < SEED_OBJECTS; k++)
+		if (k % SEED_KEEP_EVERY != 0)
+			pa_free(p[k]);
+	TU_EQ(pa_malloc_trim(0), 1);
+	struct pa_malloc_stats m1 = snap();
+	TU_EQ(m1.classes[cls].spans, spans);
+	TU_EQ(m1.span_released, spans * 4096);
+	TU_EQ(m1.heap_inuse - m0.heap_inuse, spans * PG);
+	for (unsigned k = 0; k < SEED_OBJECTS; k += SEED_KEEP_EVERY) {
+		TU_EQ(resident(p[k]), 1);
+		TU_EQ(resident(p[k + per_page]), 0);
+		TU_EQ(*(volatile uint64_t *)p[k + per_page], 0); /* released: reads as zero */
+	}
+	/* Nothing more to release. */
+	TU_EQ(pa_malloc_trim(0), 0);
+
+	/* Every free object again: the spans fill, lowest index first, and no
+	 * page stays counted as released. */
+	for (unsigned k = 0; k < SEED_OBJECTS; k++)
+		if (k % SEED_KEEP_EVERY != 0)
+			assert_non_null(p[k] = pa_malloc(16));
+	struct pa_malloc_stats m2 = snap();
+	TU_EQ(m2.classes[cls].spans, spans);
+	TU_EQ(m2.span_released, 0);
+	for (unsigned k = 0; k < SEED_OBJECTS; k++)
+		pa_free(p[k]);
+	pa_thread_cache_flush();
+	struct pa_malloc_stats m3 = snap();
+	TU_EQ(m3.classes[cls].spans, 0);
+	TU_EQ(m3.span_released, 0);
+	TU_EQ(m3.heap_inuse, m0.heap_inuse);
+}
+
 /* Sizes across small classes and large objects, all freed, then trimmed:
  * nothing in use and every heap page released. */
 static void trim_after_freeing_everything_releases_every_page(void **state)
@@ -234,6 +292,7 @@ int main(void)
 	    TU_TEST(thousand_64_byte_objects_count_exactly_and_fill_8_spans),
 	    TU_TEST(large_object_of_100000_bytes_holds_13_pages),
 	    TU_TEST(one_16_byte_object_per_span_pins_128_spans),
+	    TU_TEST(trim_releases_the_free_4k_page_of_each_pinned_16_byte_span),
 	    TU_TEST(trim_after_freeing_everything_releases_every_page),
 	};
 	return cmocka_run_group_tests(tests, scavenger_off, NULL);

@@ -553,6 +553,74 @@ static void step_takes_a_whole_free_huge_page_and_skips_one_in_use(void **state)
 	assert_int_equal(pageheap_verify(&f->h), 0);
 }
 
+/*
+ * A shrinking heap (free resident pages above an eighth of those in use plus
+ * a chunk) with burst pacing on: the background splits huge pages of sparse
+ * chunks (fewer than 31/32 of their pages in use), never of dense ones.
+ * Two chunks, free and resident but for their top pages: 1022 free resident
+ * pages against 2 in use. With bursts off the step takes the high chunk's
+ * lower, whole free huge page; with them on it takes the highest free run
+ * (256 pages below the top one), splitting the huge page the top one is in.
+ */
+static void shrinking_step_splits_huge_pages_of_a_sparse_chunk(void **state)
+{
+	struct fixture *f = *state;
+	f->s.hp_pages = HP;
+	static const struct chunk_spec two[] = {
+	    {CHUNK(BASE, 0), 0, {{ALL - 1, 1}}, {{0, 0}}},
+	    {CHUNK(BASE, 1), 0, {{ALL - 1, 1}}, {{0, 0}}},
+	};
+	build(&f->h, two, 2);
+	struct pa_chunk *hi = pageheap_chunk(&f->h, CHUNK(BASE, 1));
+	assert_int_equal(scav_step(&f->s, 0), HP);
+	for (unsigned w = 0; w < PA_CHUNK_WORDS; w++)
+		assert_int_equal(hi->scav[w], w < 4 ? ~(uint64_t)0 : 0);
+	struct pa_scav_config conf = {
+	    .enabled = 0, .percent = 1, .delay_ms = 0, .burst_percent = 10};
+	scav_configure(&f->s, &conf);
+	f->s.hp_pages = HP;
+	assert_int_equal(scav_step(&f->s, 0), 255); /* pages 256..510 */
+	for (unsigned w = 0; w < PA_CHUNK_WORDS; w++)
+		assert_int_equal(hi->scav[w],
+		                 w < PA_CHUNK_WORDS - 1 ? ~(uint64_t)0 : ~(uint64_t)0 >> 1);
+	/* Free resident: 511 pages in the low chunk, 2 in use: still shrinking
+	 * (511 > 2 / 8 + 512 is false): the heap is back within its goal, and
+	 * the low chunk keeps its huge pages. */
+	assert_int_equal(scav_step(&f->s, 0), HP);
+	struct pa_chunk *lo = pageheap_chunk(&f->h, CHUNK(BASE, 0));
+	for (unsigned w = 0; w < PA_CHUNK_WORDS; w++)
+		assert_int_equal(lo->scav[w], w < 4 ? ~(uint64_t)0 : 0);
+	assert_int_equal(scav_step(&f->s, 0), 0);
+	assert_int_equal(pageheap_verify(&f->h), 0);
+}
+
+/* A dense chunk (31/32 of its pages in use) keeps its huge pages even while
+ * the heap shrinks: two free chunks above it make the heap shrink. */
+static void shrinking_step_leaves_huge_pages_of_a_dense_chunk_whole(void **state)
+{
+	struct fixture *f = *state;
+	struct pa_scav_config conf = {
+	    .enabled = 0, .percent = 1, .delay_ms = 0, .burst_percent = 10};
+	scav_configure(&f->s, &conf);
+	f->s.hp_pages = HP;
+	static const struct chunk_spec three[] = {
+	    {CHUNK(BASE, 0), 0, {{0, ALL - 16}}, {{0, 0}}},
+	    {CHUNK(BASE, 1), 0, {{0, 0}}, {{0, 0}}},
+	    {CHUNK(BASE, 2), 0, {{0, 0}}, {{0, 0}}},
+	};
+	build(&f->h, three, 3);
+	/* The free chunks go first, a whole huge page a step; then the dense
+	 * chunk's 16 free pages share a huge page with used ones: left alone. */
+	for (unsigned i = 0; i < 4; i++)
+		assert_int_equal(scav_step(&f->s, 0), HP);
+	assert_int_equal(scav_step(&f->s, 0), 0);
+	struct pa_chunk *c = pageheap_chunk(&f->h, CHUNK(BASE, 0));
+	for (unsigned w = 0; w < PA_CHUNK_WORDS; w++)
+		assert_int_equal(c->scav[w], 0);
+	assert_int_equal(f->h.scav_pages, 4 * HP);
+	assert_int_equal(pageheap_verify(&f->h), 0);
+}
+
 static void step_without_huge_pages_takes_runs_of_at_most_256(void **state)
 {
 	struct fixture *f = *state;
@@ -636,6 +704,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(
 	        step_skips_young_and_unstamped_chunks_and_comes_back_later, setup, teardown),
 	    cmocka_unit_test_setup_teardown(step_takes_a_whole_free_huge_page_and_skips_one_in_use,
+	                                    setup, teardown),
+	    cmocka_unit_test_setup_teardown(shrinking_step_splits_huge_pages_of_a_sparse_chunk,
+	                                    setup, teardown),
+	    cmocka_unit_test_setup_teardown(shrinking_step_leaves_huge_pages_of_a_dense_chunk_whole,
 	                                    setup, teardown),
 	    cmocka_unit_test_setup_teardown(step_without_huge_pages_takes_runs_of_at_most_256,
 	                                    setup, teardown),

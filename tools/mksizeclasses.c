@@ -190,12 +190,15 @@ static unsigned lookup(const struct sc_table *t, uint32_t n)
 	return t->large[(n - SC_SMALL_MAX + SC_LARGE_DIV - 1) / SC_LARGE_DIV];
 }
 
-static uint32_t max_objects(const struct sc_table *t)
+/* The most objects (pages == 0) or pages (pages == 1) of any class's span. */
+static uint32_t max_of(const struct sc_table *t, int pages)
 {
 	uint32_t m = 0;
-	for (unsigned i = 1; i < t->n; i++)
-		if (objects(&t->c[i]) > m)
-			m = objects(&t->c[i]);
+	for (unsigned i = 1; i < t->n; i++) {
+		uint32_t v = pages ? t->c[i].npages : objects(&t->c[i]);
+		if (v > m)
+			m = v;
+	}
 	return m;
 }
 
@@ -300,6 +303,8 @@ static void write_header(FILE *f, const struct sc_table *t)
 	        "#define PA_SC_MAX_SMALL %u\n"
 	        "/* The most objects in one span, of any class. */\n"
 	        "#define PA_SC_MAX_OBJECTS %u\n"
+	        "/* The most pages in one span, of any class. */\n"
+	        "#define PA_SC_MAX_PAGES %u\n"
 	        "\n"
 	        "/* Sizes up to PA_SC_SMALL_MAX look their class up by PA_SC_SMALL_DIV bytes,\n"
 	        " * larger ones by PA_SC_LARGE_DIV bytes above PA_SC_SMALL_MAX. */\n"
@@ -331,7 +336,8 @@ static void write_header(FILE *f, const struct sc_table *t)
 	        "}\n"
 	        "\n"
 	        "#endif\n",
-	        t->n, SC_MAX_SMALL, max_objects(t), SC_SMALL_MAX, SC_SMALL_DIV, SC_LARGE_DIV);
+	        t->n, SC_MAX_SMALL, max_of(t, 0), max_of(t, 1), SC_SMALL_MAX, SC_SMALL_DIV,
+	        SC_LARGE_DIV);
 }
 
 /*
