@@ -63,17 +63,6 @@ static struct pa_span *grow_locked(struct pa_central *c, unsigned cls)
 	return s;
 }
 
-/* The lowest free index of s at or above s->scan (nfree > 0: one exists below
- * objects, and every index below scan is out of the span). */
-static unsigned next_free(const struct pa_span *s)
-{
-	unsigned w = s->scan / 64u;
-	uint64_t x = ~s->alloc[w] & (~(uint64_t)0 << (s->scan % 64u));
-	while (x == 0)
-		x = ~s->alloc[++w];
-	return w * 64u + bits_ctz(x);
-}
-
 /* Object i of s is handed out again: its 4 KiB pages are no longer released
  * (the first touch faults them back in as zero pages); lock held. */
 static void unrelease(struct pa_central *c, struct pa_span *s, unsigned i)
@@ -86,6 +75,48 @@ static void unrelease(struct pa_central *c, struct pa_span *s, unsigned i)
 	c->rel_pages -= bits_popcount(m);
 }
 
+/*
+ * Take up to want (<= s->nfree) objects from s onto *list, lowest indices
+ * first, a bitmap word at a time; lock held. The lowest s->nfree zero bits
+ * of the bitmap are the span's free objects (the bits past the last object
+ * are zero too, but above every real one). Returns how many.
+ */
+static unsigned take_from(struct pa_central *c, struct pa_span *s, unsigned want, void **list)
+{
+	const uintptr_t base = span_base(s), size = s->size;
+	const int vg = vg_active();
+	void *head = *list;
+	unsigned got = 0, w = s->scan / 64u, last = 0;
+	uint64_t x = ~s->alloc[w] & (~(uint64_t)0 << (s->scan % 64u));
+	while (got < want) {
+		while (x == 0)
+			x = ~s->alloc[++w];
+		const uint64_t x0 = x;
+		const uintptr_t wbase = base + (uintptr_t)w * 64u * size;
+		do {
+			void **o = (void **)(wbase + (uintptr_t)bits_ctz(x) * size);
+			x &= x - 1;
+			if (__builtin_expect(vg, 0))
+				vg_links_open(o);
+			o[0] = head;
+			head = o;
+		} while (++got < want && x != 0);
+		const uint64_t taken = x0 ^ x;
+		last = w * 64u + 63u - bits_clz(taken);
+		/* pa_free reads the bits without the lock */
+		__atomic_store_n(&s->alloc[w], s->alloc[w] | taken, __ATOMIC_RELAXED);
+		if (__builtin_expect(s->relmap != 0, 0))
+			for (uint64_t t = taken; t != 0; t &= t - 1)
+				unrelease(c, s, w * 64u + bits_ctz(t));
+	}
+	s->scan = (uint16_t)(last + 1);
+	if (last >= s->bump) /* pa_free reads it without the lock */
+		__atomic_store_n(&s->bump, (uint16_t)(last + 1), __ATOMIC_RELAXED);
+	s->nfree = (uint16_t)(s->nfree - got);
+	*list = head;
+	return got;
+}
+
 unsigned central_take(unsigned cls, unsigned n, void **head)
 {
 	struct pa_central *c = &central[cls];
@@ -96,21 +127,7 @@ unsigned central_take(unsigned cls, unsigned n, void **head)
 		struct pa_span *s = c->partial;
 		if (s == NULL && (s = grow_locked(c, cls)) == NULL)
 			break;
-		while (got < n && s->nfree > 0) {
-			unsigned i = next_free(s);
-			s->scan = (uint16_t)(i + 1);
-			if (i >= s->bump) /* pa_free reads it without the lock */
-				__atomic_store_n(&s->bump, (uint16_t)(i + 1), __ATOMIC_RELAXED);
-			if (__builtin_expect(s->relmap != 0, 0))
-				unrelease(c, s, i);
-			void **o = (void **)(span_base(s) + (uintptr_t)i * s->size);
-			vg_links_open(o);
-			span_bit_set(s, i, 1);
-			s->nfree--;
-			o[0] = list;
-			list = o;
-			got++;
-		}
+		got += take_from(c, s, n - got < s->nfree ? n - got : s->nfree, &list);
 		if (s->nfree == 0)
 			list_remove(s);
 	}
@@ -141,31 +158,41 @@ void central_give(unsigned cls, void *head, unsigned n)
 {
 	struct pa_central *c = &central[cls];
 	uint32_t now = pages_epoch();
+	struct pa_span *s = NULL;
+	uintptr_t span_bytes = 0;
 	lock_acquire(&c->lock);
 	for (unsigned k = 0; k < n; k++) {
 		void **o = head;
 		head = o[0];
-		struct pa_span *s = pagemap_lookup((uintptr_t)o);
+		/* Objects of one batch often share a span: look up only a new one. */
+		if (s == NULL || (uintptr_t)o + s->neg_base >= span_bytes) {
+			s = pagemap_lookup((uintptr_t)o);
+			span_bytes = s->npages * PA_PAGE_SIZE;
+			if (!s->dirty) {
+				s->dirty = 1;
+				c->dirty++;
+			}
+			s->gave_epoch = now;
+		}
 		int exact;
 		unsigned i = span_index(s, (uintptr_t)o, &exact);
-		if (!span_bit(s, i)) {
+		uint64_t word = s->alloc[i / 64u], bit = (uint64_t)1 << (i % 64u);
+		if (!(word & bit)) {
 			lock_release(&c->lock);
 			span_report("free", o, PA_OBJ_DOUBLE_FREE);
 		}
-		span_bit_set(s, i, 0);
+		/* pa_free reads the bits without the lock */
+		__atomic_store_n(&s->alloc[i / 64u], word & ~bit, __ATOMIC_RELAXED);
 		if (i < s->scan)
 			s->scan = (uint16_t)i;
-		if (!s->dirty) {
-			s->dirty = 1;
-			c->dirty++;
-		}
-		s->gave_epoch = now;
-		c->out--;
-		if (++s->nfree == s->objects)
+		if (++s->nfree == s->objects) {
 			retire_locked(c, s);
-		else if (s->prevnext == NULL)
+			s = NULL;
+		} else if (s->prevnext == NULL) {
 			list_push(c, s);
+		}
 	}
+	c->out -= n;
 	lock_release(&c->lock);
 }
 
