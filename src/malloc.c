@@ -97,8 +97,8 @@ static inline size_t pages_of(size_t n)
 	return (n >> PA_PAGE_SHIFT) + ((n & (PA_PAGE_SIZE - 1)) != 0);
 }
 
-/* The largest run we try for: more than any 48-bit address space holds. */
-#define LARGE_MAX_PAGES ((size_t)1 << (PA_ADDR_BITS - PA_PAGE_SHIFT))
+/* The largest run we try for: 32 TiB, what a span's 32-bit page count holds. */
+#define LARGE_MAX_PAGES ((size_t)UINT32_MAX)
 
 /* n bytes in whole pages, at an `align`-aligned address (a power of two);
  * with zero, the first n bytes read as zero. */
@@ -561,7 +561,8 @@ void *pa_realloc(void *p, size_t n)
 	struct pa_span *s = block_span("realloc", p);
 	if (vg_active())
 		goto move; /* memcheck knows the block by its requested size */
-	if (s->cls == 0 && n > s->npages * PA_PAGE_SIZE && n <= PTRDIFF_MAX) {
+	if (s->cls == 0 && n > (size_t)s->npages * PA_PAGE_SIZE && n <= PTRDIFF_MAX &&
+	    pages_of(n) <= LARGE_MAX_PAGES) {
 		/* Grow a large block into free pages right after it. */
 		size_t want = pages_of(n);
 		if (pages_alloc_at(span_base(s) + s->npages * PA_PAGE_SIZE, want - s->npages)) {

@@ -45,10 +45,11 @@ int span_init_small(struct pa_span *s, unsigned cls, uintptr_t base)
 	return pagemap_set(base, s->npages, s);
 }
 
-void span_meta_stats(size_t *mapped, size_t *live)
+void span_meta_stats(size_t *mapped, size_t *released, size_t *live)
 {
 	lock_acquire(&span_pool.lock);
 	*mapped = span_pool.mapped;
+	*released = span_pool.released;
 	*live = span_pool.live;
 	lock_release(&span_pool.lock);
 }

@@ -52,17 +52,19 @@
 #include "layout.h"
 #include "sizeclass_table.h"
 
-/* One bit per object, and one more for the index just past the last. */
+/* One bit per object. (A pointer just past the last object, into the tail
+ * waste, has index `objects`: pa_free rejects it on the bump index first,
+ * bump <= objects, and never reads its bit.) */
 /* The sweep's page: spans are at most 10 heap pages, 20 such pages. */
 #define PA_SPAN_RELPAGE 4096u
 _Static_assert(PA_SC_MAX_PAGES *PA_PAGE_SIZE / PA_SPAN_RELPAGE <= 32, "relmap has 32 bits");
-#define PA_SPAN_ALLOC_WORDS (PA_SC_MAX_OBJECTS / 64 + 1)
+#define PA_SPAN_ALLOC_WORDS ((PA_SC_MAX_OBJECTS + 63) / 64)
 
 struct pa_span {
 	uintptr_t neg_base; /* minus the first page's address (span_base): not a
 	                     * pointer, so valgrind's leak check does not take a
 	                     * span record for a reference to its first object */
-	size_t npages;      /* pages of the span */
+	uint32_t npages;    /* pages of the span (large: at most LARGE_MAX_PAGES) */
 	uint32_t size;      /* bytes per object (large: 0) */
 	uint32_t magic;     /* pa_sizeclasses[cls].div_magic: index = off * magic >> 32 */
 	uint16_t cls;       /* size class; 0 for a large object */
@@ -80,9 +82,14 @@ struct pa_span {
 	/* Under valgrind only (vg.h): requested sizes, which memcheck knows the
 	 * blocks by and malloc_usable_size then reports (large: vg_req; small:
 	 * one per object, mapped when the span first hands one out). */
-	size_t vg_req;
-	uint32_t *vg_sizes;
+	union {
+		size_t vg_req;      /* large */
+		uint32_t *vg_sizes; /* small */
+	};
 };
+
+/* 128 bytes: two records to a cache line pair, 32 to a 4 KiB page (meta.h). */
+_Static_assert(sizeof(struct pa_span) <= 128, "a span descriptor is 128 bytes at most");
 
 static inline uintptr_t span_base(const struct pa_span *s)
 {
@@ -136,8 +143,8 @@ void span_delete(struct pa_span *s);
  * and map its pages. 0, or -1 (ENOMEM from the page map). */
 int span_init_small(struct pa_span *s, unsigned cls, uintptr_t base);
 
-/* Span descriptors mapped, in bytes, and live descriptors. */
-void span_meta_stats(size_t *mapped, size_t *live);
+/* Span descriptors: bytes mapped, bytes of them released, live descriptors. */
+void span_meta_stats(size_t *mapped, size_t *released, size_t *live);
 
 /* Fault names for span_report. */
 enum pa_obj_fault {

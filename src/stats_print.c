@@ -32,6 +32,7 @@
 #include "msg.h"
 #include "os.h"
 #include "pagealloc.h"
+#include "span.h"
 
 /* ---- formatting without stdio --------------------------------------------- */
 
@@ -330,6 +331,15 @@ static void print_metadata(struct out *o, const struct pa_stats *s)
 	out_pad(o, VALUE_COL);
 	out_mib_bytes(o, s->metadata);
 	out_str(o, "  page heap bitmaps and summaries, outside heap_sys\n");
+	size_t mapped, released, live;
+	span_meta_stats(&mapped, &released, &live);
+	out_row(o, "span records");
+	out_uint(o, live);
+	out_str(o, " live, ");
+	out_mib(o, mapped - released);
+	out_str(o, " resident of ");
+	out_mib(o, mapped);
+	out_str(o, " mapped\n");
 }
 
 static void print_pages(struct out *o, const struct pa_stats *s, uint64_t lifetime_ns)
