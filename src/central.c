@@ -252,25 +252,23 @@ size_t central_sweep(uint32_t now, uint32_t min_age, unsigned max_spans)
 	lock_acquire(&sweep_lock);
 	for (unsigned k = 0; k < PA_SC_NUM_CLASSES - 1 && spans < max_spans; k++) {
 		struct pa_central *c = &central[cursor];
-		if (__atomic_load_n(&c->dirty, __ATOMIC_RELAXED) != 0) {
-			lock_acquire(&c->lock);
-			for (struct pa_span *s = c->partial; s != NULL && spans < max_spans;
-			     s = s->next) {
-				if (!s->dirty || (uint32_t)(now - s->gave_epoch) < min_age)
-					continue;
-				s->dirty = 0;
-				c->dirty--;
-				uint32_t m =
-				    (size_t)s->nfree * s->size < PA_SPAN_RELPAGE ? 0 : sweepable(s);
-				if (m == 0)
-					continue;
-				unsigned n = release_pages(s, m, lazy);
-				c->rel_pages += n;
-				done += n;
-				spans++;
-			}
-			lock_release(&c->lock);
+		lock_acquire(&c->lock);
+		for (struct pa_span *s = c->dirty != 0 ? c->partial : NULL;
+		     s != NULL && spans < max_spans; s = s->next) {
+			if (!s->dirty || (uint32_t)(now - s->gave_epoch) < min_age)
+				continue;
+			s->dirty = 0;
+			c->dirty--;
+			uint32_t m =
+			    (size_t)s->nfree * s->size < PA_SPAN_RELPAGE ? 0 : sweepable(s);
+			if (m == 0)
+				continue;
+			unsigned n = release_pages(s, m, lazy);
+			c->rel_pages += n;
+			done += n;
+			spans++;
 		}
+		lock_release(&c->lock);
 		if (spans < max_spans)
 			cursor = cursor + 1 < PA_SC_NUM_CLASSES ? cursor + 1 : 1;
 	}
@@ -278,17 +276,18 @@ size_t central_sweep(uint32_t now, uint32_t min_age, unsigned max_spans)
 	return done * PA_SPAN_RELPAGE;
 }
 
-/* Bytes of free objects in spans, less what the sweep released (racy). */
+/* Bytes of free objects in spans, less what the sweep released (each class
+ * under its lock, one at a time). */
 static size_t free_in_spans(void)
 {
 	size_t bytes = 0;
 	for (unsigned i = 1; i < PA_SC_NUM_CLASSES; i++) {
 		struct pa_central *c = &central[i];
-		size_t total =
-		    __atomic_load_n(&c->spans, __ATOMIC_RELAXED) * pa_sizeclasses[i].objects;
-		size_t out = __atomic_load_n(&c->out, __ATOMIC_RELAXED);
+		lock_acquire(&c->lock);
+		size_t total = c->spans * pa_sizeclasses[i].objects, out = c->out;
+		size_t rel = c->rel_pages * PA_SPAN_RELPAGE;
+		lock_release(&c->lock);
 		size_t b = total > out ? (total - out) * pa_sizeclasses[i].size : 0;
-		size_t rel = __atomic_load_n(&c->rel_pages, __ATOMIC_RELAXED) * PA_SPAN_RELPAGE;
 		bytes += b > rel ? b - rel : 0;
 	}
 	return bytes;
@@ -309,8 +308,11 @@ size_t central_sweep_background(uint32_t now, uint32_t min_age)
 size_t central_released_bytes(void)
 {
 	size_t n = 0;
-	for (unsigned i = 1; i < PA_SC_NUM_CLASSES; i++)
-		n += __atomic_load_n(&central[i].rel_pages, __ATOMIC_RELAXED);
+	for (unsigned i = 1; i < PA_SC_NUM_CLASSES; i++) {
+		lock_acquire(&central[i].lock);
+		n += central[i].rel_pages;
+		lock_release(&central[i].lock);
+	}
 	return n * PA_SPAN_RELPAGE;
 }
 

@@ -49,7 +49,8 @@ static void fill_three(struct pa_meta_pool *p, uintptr_t b[3])
 	for (unsigned k = 0; k < 3; k++) {
 		b[k] = block_of(recs[k * PER]);
 		for (unsigned i = 0; i < PER; i++)
-			TU_EQ((uintptr_t)recs[k * PER + i], b[k] + PA_META_HEADER + (uintptr_t)i * REC);
+			TU_EQ((uintptr_t)recs[k * PER + i],
+			      b[k] + PA_META_HEADER + (uintptr_t)i * REC);
 	}
 	TU_EQ(b[0] != b[1] && b[1] != b[2] && b[0] != b[2], 1);
 }
