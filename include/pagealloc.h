@@ -119,8 +119,9 @@ PA_API size_t pa_scavenge(size_t bytes);
  *   memory_limit=SIZE soft limit on resident heap memory (default 0: none);
  *                     allocations past it release free memory synchronously
  *   scavenge_burst_percent=N  the budget while free resident memory exceeds
- *                     the pages in use (a heap that shrank): scavenge_percent
- *                     times that ratio, at most N (default 10)
+ *                     an eighth of the pages in use plus 4 MiB (a heap that
+ *                     shrank), when huge pages of sparse chunks may be split
+ *                     too (default 10)
  *   scavenge_delay_ms=N  memory must stay free this long before the
  *                     background thread releases it (default 1000)
  *   thread_cache=on|off  per-thread object caches in front of the central
@@ -172,9 +173,10 @@ PA_API size_t pa_malloc_usable_size(void *p); /* 0 for NULL */
 PA_API void pa_free_sized(void *p, size_t size);
 PA_API void pa_free_aligned_sized(void *p, size_t alignment, size_t size);
 
-/* glibc's malloc_trim: give the calling thread's object cache back, then
- * release free heap memory to the OS (keeping `pad` bytes of free pages
- * resident). Returns 1 if memory was released, else 0. */
+/* glibc's malloc_trim: give the calling thread's object cache back, release
+ * the free 4 KiB pages inside partly used spans (as glibc releases free pages
+ * inside its chunks), then free heap memory (keeping `pad` bytes of free
+ * pages resident). Returns 1 if memory was released, else 0. */
 PA_API int pa_malloc_trim(size_t pad);
 
 /* Hand the calling thread's object cache back to the central lists. Other
