@@ -71,7 +71,7 @@ static void unrelease(struct pa_central *c, struct pa_span *s, unsigned i)
 	unsigned first = (unsigned)(off / PA_SPAN_RELPAGE);
 	unsigned last = (unsigned)((off + s->size - 1) / PA_SPAN_RELPAGE);
 	uint32_t m = (uint32_t)(((uint64_t)2 << last) - ((uint64_t)1 << first)) & s->relmap;
-	s->relmap &= ~m;
+	__atomic_store_n(&s->relmap, s->relmap & ~m, __ATOMIC_RELAXED); /* pa_free reads it */
 	c->rel_pages -= bits_popcount(m);
 }
 
@@ -232,7 +232,8 @@ static unsigned release_pages(struct pa_span *s, uint32_t m, int lazy)
 		m &= ~run;
 		if (os_release((void *)addr, (size_t)len * PA_SPAN_RELPAGE, lazy) != 0)
 			continue; /* refused: the pages stay resident and unlisted */
-		s->relmap |= run;
+		__atomic_store_n(&s->relmap, s->relmap | run,
+		                 __ATOMIC_RELAXED); /* pa_free reads it */
 		done += len;
 	}
 	return done;

@@ -354,8 +354,14 @@ static inline int block_check_as(void *p, struct pa_span **span, int fast)
 		return PA_OBJ_INTERIOR;
 	if (__builtin_expect(i >= __atomic_load_n(&s->bump, __ATOMIC_RELAXED), 0))
 		return PA_OBJ_FOREIGN; /* an object the span never handed out */
-	if (__builtin_expect(
-	        (!fast && !span_bit(s, i)) || ((void **)p)[1] == (void *)span_free_key(p), 0))
+	/* The bit is read on the fast path too once the span sweep released a
+	 * page of the span: a free block there lost its free-key (span.h). (The
+	 * relmap load comes before the key's: after an atomic load the compiler
+	 * would compute the key again for the store that follows.) */
+	if (__builtin_expect(((!fast || __atomic_load_n(&s->relmap, __ATOMIC_RELAXED) != 0) &&
+	                      !span_bit(s, i)) ||
+	                         ((void **)p)[1] == (void *)span_free_key(p),
+	                     0))
 		return PA_OBJ_DOUBLE_FREE;
 	return -1;
 }

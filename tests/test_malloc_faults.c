@@ -113,6 +113,32 @@ static void small_double_free_after_its_span_went_back(void)
 	pa_free(set_ptr(p));
 }
 
+/* A span of 512 16-byte blocks keeps its first; the others are freed and
+ * pa_malloc_trim releases the span's second 4 KiB page (the sweep), where
+ * block 300 lies: its free-key reads zero now, and only the allocation bit
+ * tells that it is free. */
+static void small_double_free_on_a_page_the_sweep_released(void)
+{
+	static void *b[512];
+	pa_thread_cache_flush();
+	uintptr_t base = UINTPTR_MAX;
+	for (unsigned k = 0; k < 512; k++) {
+		b[k] = pa_malloc(16);
+		if ((uintptr_t)b[k] < base)
+			base = (uintptr_t)b[k];
+	}
+	void *target = (void *)(base + 300 * 16);
+	if (pagemap_lookup(base) != pagemap_lookup((uintptr_t)target))
+		setup_failed(); /* a fresh span holds all 512, from base */
+	for (unsigned k = 0; k < 512; k++)
+		if ((uintptr_t)b[k] != base)
+			pa_free(b[k]);
+	pa_malloc_trim(0);
+	if (((void **)target)[1] != NULL || !span_has_it_free(target))
+		setup_failed(); /* not released, or not back in its span */
+	pa_free(set_ptr(target));
+}
+
 /* 13 pages: the free keeps the span in the thread's large slots, its
  * alloc bit 0. */
 static void large_double_free_in_the_threads_slots(void)
@@ -244,6 +270,8 @@ static const struct fault_case cases[] = {
      DOUBLE_FREE},
     {"small double free, span back in the heap", small_double_free_after_its_span_went_back, "free",
      FOREIGN},
+    {"small double free, page released by the sweep",
+     small_double_free_on_a_page_the_sweep_released, "free", DOUBLE_FREE},
     {"large double free, in the slots", large_double_free_in_the_threads_slots, "free",
      DOUBLE_FREE},
     {"large double free, pages back in the heap", large_double_free_after_its_pages_went_back,
