@@ -5,6 +5,7 @@
 #                malloc API test under valgrind
 #   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer, all tests
 #   build-tsan/  ThreadSanitizer, the tests named *concurrent* or *thread*
+# then the smoke runs of tools/compare.sh and tools/profile.sh (build-prof/).
 # Installs missing Debian packages first (needs root for that). Exits nonzero
 # on the first failure.
 set -euo pipefail
@@ -47,5 +48,8 @@ done
 
 step "side-by-side smoke run: tools/compare.sh --quick (the runner, not timings)"
 tools/compare.sh --quick >/dev/null
+
+step "profiling smoke run: tools/profile.sh --quick --callgrind (libpagealloc frames by name)"
+tools/profile.sh --quick --callgrind --out bench-results/profile-quick >/dev/null
 
 step "all tests passed"
