@@ -296,14 +296,16 @@ static size_t free_in_spans(void)
 
 size_t central_sweep_background(uint32_t now, uint32_t min_age)
 {
+	/* Descriptor pages first: cheap to look at, and quiet blocks only. */
+	size_t meta = span_meta_trim(0);
 	size_t mapped, released, inuse;
 	pages_totals(&mapped, &released, &inuse);
 	size_t want = inuse / CENTRAL_SWEEP_SHARE;
 	if (want < CENTRAL_SWEEP_MIN)
 		want = CENTRAL_SWEEP_MIN;
 	if (free_in_spans() < want)
-		return 0;
-	return central_sweep(now, min_age, CENTRAL_SWEEP_SPANS);
+		return meta;
+	return meta + central_sweep(now, min_age, CENTRAL_SWEEP_SPANS);
 }
 
 size_t central_released_bytes(void)

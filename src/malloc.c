@@ -618,6 +618,7 @@ int pa_malloc_trim(size_t pad)
 	cache_flush_self();
 	pa_cache_flush();
 	size_t swept = central_sweep(pages_epoch(), 0, UINT_MAX);
+	swept += span_meta_trim(1); /* pages of span descriptors that are all free */
 	size_t mapped, released, inuse;
 	pages_totals(&mapped, &released, &inuse);
 	size_t free_resident = mapped - released - inuse;

@@ -4,29 +4,26 @@
 #include <errno.h>
 #include <string.h>
 
+#include "bits.h"
 #include "meta.h"
 #include "os.h"
 
 /* A block's header, in its first PA_META_HEADER bytes. */
 struct pa_meta_block {
-	struct pa_meta_block *next, **prevnext; /* the pool's avail list (NULL: full) */
-	void *free;                             /* returned records, linked by first word */
-	uint32_t bump;                          /* records at index >= bump never used */
-	uint32_t nlive;                         /* records handed out */
-	uint32_t released;                      /* 1: pages after the header's released */
+	struct pa_meta_block *next, **prevnext;  /* the pool's avail list (NULL: full) */
+	uint64_t used[PA_META_MAX_RECORDS / 64]; /* bit i: record i handed out */
+	uint32_t nlive;                          /* records handed out */
+	uint32_t hwm;                            /* records below it were handed out once */
+	uint32_t relmask;                        /* OS pages released (bit j: page j) */
+	uint32_t quiet;                          /* 1: no alloc or free since the last trim */
 };
 
 _Static_assert(sizeof(struct pa_meta_block) <= PA_META_HEADER, "the header fits");
+_Static_assert(PA_META_BLOCK / 2048 <= 32, "relmask covers the pages of OS pages >= 2 KiB");
 
 static struct pa_meta_block *block_of(const void *rec)
 {
 	return (struct pa_meta_block *)((uintptr_t)rec & ~(uintptr_t)(PA_META_BLOCK - 1));
-}
-
-/* Bytes a released block gives back: all but the header's OS page. */
-static size_t released_bytes(void)
-{
-	return PA_META_BLOCK - os_page_size();
 }
 
 /* List b among the blocks with room, lowest address first. */
@@ -63,9 +60,16 @@ static struct pa_meta_block *block_new(struct pa_meta_pool *p)
 	}
 	struct pa_meta_block *b = m;
 	p->mapped += PA_META_BLOCK;
-	p->empty++;
 	avail_insert(p, b);
 	return b;
+}
+
+/* The OS pages record i of a block spans, as a mask. */
+static uint32_t pages_of_record(const struct pa_meta_pool *p, unsigned i)
+{
+	size_t pg = os_page_size(), off = PA_META_HEADER + (size_t)i * p->size;
+	unsigned first = (unsigned)(off / pg), last = (unsigned)((off + p->size - 1) / pg);
+	return (uint32_t)(((uint64_t)2 << last) - ((uint64_t)1 << first));
 }
 
 void *meta_alloc(struct pa_meta_pool *p)
@@ -77,24 +81,26 @@ void *meta_alloc(struct pa_meta_pool *p)
 		errno = ENOMEM;
 		return NULL;
 	}
-	if (b->nlive == 0) {
-		if (b->released) {
-			b->released = 0;
-			p->released -= released_bytes();
-		} else {
-			p->empty--;
-		}
+	/* The block has room: a zero bit below meta_per_block. */
+	unsigned w = 0;
+	while (b->used[w] == ~(uint64_t)0)
+		w++;
+	unsigned i = w * 64u + bits_ctz(~b->used[w]);
+	b->used[w] |= (uint64_t)1 << (i % 64u);
+	if (i >= b->hwm)
+		b->hwm = i + 1;
+	uint32_t back = pages_of_record(p, i) & b->relmask;
+	if (back != 0) {
+		b->relmask &= ~back;
+		p->released -= bits_popcount(back) * os_page_size();
 	}
-	void *rec = b->free;
-	if (rec != NULL)
-		b->free = *(void **)rec;
-	else
-		rec = (char *)b + PA_META_HEADER + (size_t)b->bump++ * p->size;
+	b->quiet = 0;
 	b->nlive++;
 	p->live++;
-	if (b->free == NULL && b->bump == meta_per_block(p->size))
+	if (b->nlive == meta_per_block(p->size))
 		avail_remove(b);
 	lock_release(&p->lock);
+	void *rec = (char *)b + PA_META_HEADER + (size_t)i * p->size;
 	memset(rec, 0, p->size);
 	return rec;
 }
@@ -102,24 +108,59 @@ void *meta_alloc(struct pa_meta_pool *p)
 void meta_free(struct pa_meta_pool *p, void *rec)
 {
 	struct pa_meta_block *b = block_of(rec);
+	unsigned i = (unsigned)(((uintptr_t)rec - (uintptr_t)b - PA_META_HEADER) / p->size);
 	lock_acquire(&p->lock);
-	*(void **)rec = b->free;
-	b->free = rec;
+	b->used[i / 64u] &= ~((uint64_t)1 << (i % 64u));
+	b->quiet = 0;
+	b->nlive--;
 	p->live--;
 	if (b->prevnext == NULL)
 		avail_insert(p, b);
-	if (--b->nlive == 0) {
-		if (p->empty == 0) {
-			p->empty = 1; /* kept resident for the next burst */
-		} else if (os_release((char *)b + os_page_size(), released_bytes(), 0) == 0) {
-			/* Starts over: its records are taken in order again. */
-			b->free = NULL;
-			b->bump = 0;
-			b->released = 1;
-			p->released += released_bytes();
-		} else {
-			p->empty++; /* the kernel refused: it stays resident */
+	lock_release(&p->lock);
+}
+
+/* The pages of b (page 0, the header's, excepted) whose records are all
+ * free and were handed out before (others were never touched); lock held. */
+static uint32_t releasable(const struct pa_meta_pool *p, const struct pa_meta_block *b)
+{
+	size_t pg = os_page_size();
+	unsigned npages = (unsigned)(PA_META_BLOCK / pg), n = (unsigned)meta_per_block(p->size);
+	uint32_t m = 0;
+	for (unsigned j = 1; j < npages; j++) {
+		size_t lo = j * pg - PA_META_HEADER, hi = (j + 1) * pg - 1 - PA_META_HEADER;
+		unsigned r0 = (unsigned)(lo / p->size), r1 = (unsigned)(hi / p->size);
+		if (r1 >= n)
+			r1 = n - 1;
+		if (r0 > r1 || r0 >= b->hwm)
+			continue; /* past the last record, or never touched */
+		if (bits_count_range(b->used, r0, r1 - r0 + 1) == 0)
+			m |= (uint32_t)1 << j;
+	}
+	return m & ~b->relmask;
+}
+
+size_t meta_trim(struct pa_meta_pool *p, int force)
+{
+	size_t pg = os_page_size(), done = 0;
+	lock_acquire(&p->lock);
+	for (struct pa_meta_block *b = p->avail; b != NULL; b = b->next) {
+		if (!force && !b->quiet) {
+			b->quiet = 1; /* next time, if nothing happened meanwhile */
+			continue;
+		}
+		uint32_t m = releasable(p, b);
+		while (m != 0) {
+			unsigned lo = bits_ctz(m), len = bits_ctz(~(uint64_t)(m >> lo));
+			uint32_t run =
+			    (uint32_t)(((uint64_t)1 << (lo + len)) - ((uint64_t)1 << lo));
+			m &= ~run;
+			if (os_release((char *)b + (size_t)lo * pg, (size_t)len * pg, 0) != 0)
+				continue; /* refused: those pages stay resident */
+			b->relmask |= run;
+			p->released += (size_t)len * pg;
+			done += (size_t)len * pg;
 		}
 	}
 	lock_release(&p->lock);
+	return done;
 }

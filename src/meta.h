@@ -4,16 +4,18 @@
  * PA_META_BLOCK bytes aligned to their size (os_reserve + os_commit, zeroed),
  * never from libc or from the heap the records describe.
  *
- * Each block starts with its header (the first PA_META_HEADER bytes) and
- * keeps its own free list, so a block whose records are all free can give
- * its memory back: the pool keeps one empty block resident for the next
- * burst and releases the pages of every other block that empties (all but
- * the header's page), which then starts over as fresh. After seed 000's
- * example (4,000 spans at the peak, all freed) that is ~700 KiB of span
- * descriptors returned instead of kept for the process's life. Blocks with
- * free records are listed lowest address first, and records are taken from
- * the first of them, so live records pack into few blocks and the others
- * empty.
+ * Each block starts with its header (the first PA_META_HEADER bytes): a bit
+ * per record (1: handed out), so the pool never writes a free record, and a
+ * bit per OS page released. Records are handed out lowest block (by
+ * address) first, lowest record first, so live records pack low and the
+ * blocks and pages above them empty. meta_trim gives back the OS pages of
+ * blocks that only hold free records (all but the header's page), from
+ * blocks quiet since the previous call (or all, when forced): the scavenger
+ * calls it in the background, pa_malloc_trim forced. A record handed out on
+ * a released page faults it back in as zeroes. After seed 000's example
+ * (4,000 spans at the peak, all freed) that is ~500 KiB of span descriptors
+ * returned instead of kept for the process's life; in a Perl run, 3.4 MiB of
+ * descriptor blocks whose live records were scattered.
  *
  * A pool is a value with its own lock, so tests can build their own.
  */
@@ -26,33 +28,39 @@
 #include "lock.h"
 
 #define PA_META_BLOCK ((size_t)64 << 10)
-#define PA_META_HEADER ((size_t)64)
+#define PA_META_HEADER ((size_t)128)
+#define PA_META_MAX_RECORDS 512u /* records of 128 bytes or more fit a block's bitmap */
 
 struct pa_meta_block;
 
 struct pa_meta_pool {
 	pa_lock lock;
-	size_t size;                 /* bytes per record (a multiple of 64), set at init */
+	size_t size;                 /* bytes per record (a multiple of 64, >= 128), set at init */
 	struct pa_meta_block *avail; /* blocks with a free record, by address */
 	size_t mapped;               /* bytes of blocks mapped */
 	size_t live;                 /* records handed out and not returned */
-	size_t empty;                /* resident blocks with no live record (at most 1) */
 	size_t released;             /* bytes of block pages released (not yet reused) */
 };
 
 #define PA_META_POOL_INIT(bytes)                                                                   \
 	{                                                                                          \
-		.lock = PA_LOCK_INIT, .size = ((bytes) + 63) & ~(size_t)63                         \
+		.lock = PA_LOCK_INIT, .size = ((bytes) < 128 ? 128 : ((bytes) + 63) & ~(size_t)63) \
 	}
 
 /* A zeroed record, or NULL (errno = ENOMEM) when the OS refuses memory. */
 void *meta_alloc(struct pa_meta_pool *p);
 void meta_free(struct pa_meta_pool *p, void *rec);
 
+/* Release the OS pages of p's blocks that hold only free records: of every
+ * block when force, else of blocks with no meta_alloc or meta_free since the
+ * previous call. Returns bytes released. */
+size_t meta_trim(struct pa_meta_pool *p, int force);
+
 /* Records per block for records of `size` bytes. */
 static inline size_t meta_per_block(size_t size)
 {
-	return (PA_META_BLOCK - PA_META_HEADER) / size;
+	size_t n = (PA_META_BLOCK - PA_META_HEADER) / size;
+	return n < PA_META_MAX_RECORDS ? n : PA_META_MAX_RECORDS;
 }
 
 #endif

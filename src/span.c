@@ -45,6 +45,11 @@ int span_init_small(struct pa_span *s, unsigned cls, uintptr_t base)
 	return pagemap_set(base, s->npages, s);
 }
 
+size_t span_meta_trim(int force)
+{
+	return meta_trim(&span_pool, force);
+}
+
 void span_meta_stats(size_t *mapped, size_t *released, size_t *live)
 {
 	lock_acquire(&span_pool.lock);

@@ -143,6 +143,11 @@ void span_delete(struct pa_span *s);
  * and map its pages. 0, or -1 (ENOMEM from the page map). */
 int span_init_small(struct pa_span *s, unsigned cls, uintptr_t base);
 
+/* Release the pages of span descriptor blocks that hold only free records
+ * (meta_trim): of blocks quiet since the last call, or all when force.
+ * Returns bytes released. */
+size_t span_meta_trim(int force);
+
 /* Span descriptors: bytes mapped, bytes of them released, live descriptors. */
 void span_meta_stats(size_t *mapped, size_t *released, size_t *live);
 

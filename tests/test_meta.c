@@ -1,10 +1,13 @@
 /*
- * test_meta.c — the record pools of meta.h: records pack into the lowest
- * blocks, one emptied block stays resident, every further one gives its
- * pages back and starts over, and the counters say so exactly.
+ * test_meta.c — the record pools of meta.h: records are handed out lowest
+ * block, lowest record first; meta_trim releases exactly the OS pages whose
+ * records are all free (never the header's), of quiet blocks unless forced;
+ * a record handed out on a released page takes the page back; the counters
+ * say so exactly.
  *
- * 192-byte records (a span descriptor's size class): (65536 - 64) / 192 =
- * 341 per block.
+ * 128-byte records (a span descriptor) after a 128-byte header: (65536 -
+ * 128) / 128 = 511 per block; record i at offset 128 + 128 i, so 4 KiB page
+ * j >= 1 holds records 32 j - 1 .. 32 j + 30.
  */
 #include <sys/mman.h>
 
@@ -13,14 +16,14 @@
 #include "meta.h"
 #include "os.h"
 
-#define REC 192u
-#define PER 341u
+#define REC 128u
+#define PER 511u
+#define PG 4096u
 
-static int resident(const void *p)
+static int resident(uintptr_t a)
 {
 	unsigned char v = 0;
-	uintptr_t page = (uintptr_t)p & ~(uintptr_t)(os_page_size() - 1);
-	assert_int_equal(mincore((void *)page, os_page_size(), &v), 0);
+	assert_int_equal(mincore((void *)(a & ~(uintptr_t)(PG - 1)), PG, &v), 0);
 	return v & 1;
 }
 
@@ -31,114 +34,115 @@ static uintptr_t block_of(const void *rec)
 
 static void *recs[3 * PER];
 
-/* Fill three blocks; return their addresses, lowest first, in b[]. */
+/* Fill three blocks; b[] gets their addresses, lowest first, and recs[] is
+ * reordered so that recs[k * PER + i] is record i of block b[k]. */
 static void fill_three(struct pa_meta_pool *p, uintptr_t b[3])
 {
 	TU_EQ(meta_per_block(REC), PER);
+	static void *got[3 * PER];
 	for (unsigned i = 0; i < 3 * PER; i++) {
-		recs[i] = meta_alloc(p);
-		assert_non_null(recs[i]);
-		TU_EQ(*(uint64_t *)recs[i], 0);
-		memset(recs[i], 0xa5, REC);
+		got[i] = meta_alloc(p);
+		assert_non_null(got[i]);
+		TU_EQ(*(uint64_t *)got[i], 0);
+		memset(got[i], 0xa5, REC);
 	}
 	TU_EQ(p->mapped, 3 * PA_META_BLOCK);
 	TU_EQ(p->live, 3 * PER);
-	TU_EQ(p->empty, 0);
 	TU_EQ(p->released, 0);
-	/* Each block's records in order after its header. */
+	uintptr_t a[3] = {block_of(got[0]), block_of(got[PER]), block_of(got[2 * PER])};
+	for (unsigned i = 0; i < 3; i++)
+		for (unsigned j = i + 1; j < 3; j++)
+			if (a[j] < a[i]) {
+				uintptr_t t = a[i];
+				a[i] = a[j];
+				a[j] = t;
+			}
 	for (unsigned k = 0; k < 3; k++) {
-		b[k] = block_of(recs[k * PER]);
+		b[k] = a[k];
 		for (unsigned i = 0; i < PER; i++)
-			TU_EQ((uintptr_t)recs[k * PER + i],
-			      b[k] + PA_META_HEADER + (uintptr_t)i * REC);
+			recs[k * PER + i] = (void *)(b[k] + PA_META_HEADER + (uintptr_t)i * REC);
 	}
-	TU_EQ(b[0] != b[1] && b[1] != b[2] && b[0] != b[2], 1);
+	/* Every record handed out once, each block filled in index order. */
+	for (unsigned i = 0; i < 3 * PER; i++) {
+		unsigned k = 0;
+		while (k < 3 && recs[k * PER + i % PER] != got[i])
+			k++;
+		TU_EQ(k < 3, 1);
+	}
+	TU_EQ(b[0] < b[1] && b[1] < b[2], 1);
 }
 
-static unsigned index_of_block(const uintptr_t b[3], uintptr_t x)
-{
-	for (unsigned k = 0; k < 3; k++)
-		if (b[k] == x)
-			return k;
-	fail_msg("%#jx is none of the three blocks", (uintmax_t)x);
-	return 3;
-}
-
-static void emptied_blocks_one_kept_the_next_released_and_reused_lowest_first(void **state)
+static void trim_releases_exactly_the_pages_whose_records_are_all_free(void **state)
 {
 	(void)state;
+	if (os_page_size() != PG)
+		skip();
 	struct pa_meta_pool p = PA_META_POOL_INIT(REC);
 	uintptr_t b[3];
 	fill_three(&p, b);
-	/* Sort the blocks by address: lo, mid, hi. */
-	uintptr_t s[3] = {b[0], b[1], b[2]};
-	for (unsigned i = 0; i < 3; i++)
-		for (unsigned j = i + 1; j < 3; j++)
-			if (s[j] < s[i]) {
-				uintptr_t t = s[i];
-				s[i] = s[j];
-				s[j] = t;
-			}
-	unsigned mid = index_of_block(b, s[1]), hi = index_of_block(b, s[2]);
 
-	/* The middle block empties: kept resident. */
+	/* The middle block empties; the high one frees records 31..62, page 1. */
 	for (unsigned i = 0; i < PER; i++)
-		meta_free(&p, recs[mid * PER + i]);
-	TU_EQ(p.live, 2 * PER);
-	TU_EQ(p.empty, 1);
+		meta_free(&p, recs[PER + i]);
+	for (unsigned i = 31; i <= 62; i++)
+		meta_free(&p, recs[2 * PER + i]);
+	TU_EQ(p.live, 3 * PER - PER - 32);
+
+	/* Blocks touched since the last trim wait one more call. */
+	TU_EQ(meta_trim(&p, 0), 0);
 	TU_EQ(p.released, 0);
-	TU_EQ(resident((void *)(s[1] + PA_META_BLOCK - 1)), 1);
-
-	/* The high one empties too: released but for its header's page. */
-	for (unsigned i = 0; i < PER; i++)
-		meta_free(&p, recs[hi * PER + i]);
-	TU_EQ(p.live, PER);
-	TU_EQ(p.empty, 1);
-	TU_EQ(p.released, PA_META_BLOCK - os_page_size());
-	TU_EQ(resident((void *)s[2]), 1);
-	for (uintptr_t a = s[2] + os_page_size(); a < s[2] + PA_META_BLOCK; a += os_page_size())
-		TU_EQ(resident((void *)a), 0);
+	TU_EQ(meta_trim(&p, 0), 16 * PG); /* pages 1..15 of the middle, page 1 of the high */
+	TU_EQ(p.released, 16 * PG);
+	TU_EQ(resident(b[1]), 1); /* the header's page stays */
+	for (unsigned j = 1; j < 16; j++)
+		TU_EQ(resident(b[1] + j * PG), 0);
+	TU_EQ(resident(b[2] + PG), 0);
+	TU_EQ(resident(b[2] + 2 * PG), 1);
+	TU_EQ(*(volatile uint64_t *)(b[1] + 5 * PG), 0); /* released: reads zero */
+	/* Nothing more, forced or not. */
+	TU_EQ(meta_trim(&p, 1), 0);
 	TU_EQ(p.mapped, 3 * PA_META_BLOCK);
 
-	/* New records come from the middle block (lowest with room), its
-	 * free list last-freed first, zeroed. */
+	/* New records: the middle block (lowest with room), lowest first; the
+	 * 32nd (record 31) lies on page 1 and takes it back, zeroed. */
+	for (unsigned i = 0; i < 31; i++)
+		TU_EQ((uintptr_t)meta_alloc(&p), (uintptr_t)recs[PER + i]);
+	TU_EQ(p.released, 16 * PG);
 	void *r = meta_alloc(&p);
-	TU_EQ((uintptr_t)r, s[1] + PA_META_HEADER + (uintptr_t)(PER - 1) * REC);
+	TU_EQ((uintptr_t)r, (uintptr_t)recs[PER + 31]);
 	TU_EQ(*(uint64_t *)r, 0);
-	TU_EQ(p.empty, 0);
-	for (unsigned i = 1; i < PER; i++)
-		TU_EQ(block_of(meta_alloc(&p)), s[1]);
-	/* Then the released block, from its start again. */
-	void *q = meta_alloc(&p);
-	TU_EQ((uintptr_t)q, s[2] + PA_META_HEADER);
-	TU_EQ(p.released, 0);
-	TU_EQ(p.live, 2 * PER + 1);
-	TU_EQ(p.mapped, 3 * PA_META_BLOCK);
+	TU_EQ(p.released, 15 * PG);
+	TU_EQ(p.live, 3 * PER - PER - 32 + 32);
 }
 
-/* A single block that empties is the kept one: nothing is released. */
-static void the_only_empty_block_stays_resident(void **state)
+static void a_full_block_and_page_zero_are_never_released(void **state)
 {
 	(void)state;
+	if (os_page_size() != PG)
+		skip();
 	struct pa_meta_pool p = PA_META_POOL_INIT(REC);
-	void *a = meta_alloc(&p), *c = meta_alloc(&p);
-	TU_EQ((uintptr_t)c - (uintptr_t)a, REC);
-	meta_free(&p, a);
-	meta_free(&p, c);
-	TU_EQ(p.live, 0);
-	TU_EQ(p.empty, 1);
+	void *first = meta_alloc(&p);
+	uintptr_t b = block_of(first);
+	TU_EQ((uintptr_t)first, b + PA_META_HEADER);
+	/* Records 0..30 are page 0's: free them all, nothing is released. */
+	static void *r[31];
+	r[0] = first;
+	for (unsigned i = 1; i < 31; i++)
+		r[i] = meta_alloc(&p);
+	for (unsigned i = 0; i < 31; i++)
+		meta_free(&p, r[i]);
+	TU_EQ(meta_trim(&p, 1), 0);
 	TU_EQ(p.released, 0);
-	TU_EQ(p.mapped, PA_META_BLOCK);
-	/* Reused: the last freed first. */
-	TU_EQ((uintptr_t)meta_alloc(&p), (uintptr_t)c);
-	TU_EQ(p.empty, 0);
+	TU_EQ(p.live, 0);
+	/* Reused lowest first. */
+	TU_EQ((uintptr_t)meta_alloc(&p), b + PA_META_HEADER);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    TU_TEST(emptied_blocks_one_kept_the_next_released_and_reused_lowest_first),
-	    TU_TEST(the_only_empty_block_stays_resident),
+	    TU_TEST(trim_releases_exactly_the_pages_whose_records_are_all_free),
+	    TU_TEST(a_full_block_and_page_zero_are_never_released),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
