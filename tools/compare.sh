@@ -462,6 +462,10 @@ report=$out/compare.md
 	echo
 	tables targets
 	echo
+	echo "Why each missed target is missed (profiled), what was tried, and what would close it:"
+	echo "docs/benchmarks.md section 7. Single runs on this shared 2-vCPU VM move by 5-10% (and"
+	echo "wl-prodcons is bimodal), so a ratio within that of its target can flip between runs."
+	echo
 	echo "## Time and memory (from /usr/bin/time)"
 	tables main
 	echo
