@@ -70,7 +70,7 @@ static void unrelease(struct pa_central *c, struct pa_span *s, unsigned i)
 	uintptr_t off = (uintptr_t)i * s->size;
 	unsigned first = (unsigned)(off / PA_SPAN_RELPAGE);
 	unsigned last = (unsigned)((off + s->size - 1) / PA_SPAN_RELPAGE);
-	uint32_t m = (uint32_t)(((uint64_t)2 << last) - ((uint64_t)1 << first)) & s->relmap;
+	uint32_t m = (uint32_t)bits_mask(first, last - first + 1u) & s->relmap;
 	__atomic_store_n(&s->relmap, s->relmap & ~m, __ATOMIC_RELAXED); /* pa_free reads it */
 	c->rel_pages -= bits_popcount(m);
 }
@@ -223,20 +223,9 @@ static uint32_t sweepable(const struct pa_span *s)
  * them cannot be handed out meanwhile). Returns pages released. */
 static unsigned release_pages(struct pa_span *s, uint32_t m, int lazy)
 {
-	unsigned done = 0;
-	while (m != 0) {
-		unsigned lo = bits_ctz(m);
-		unsigned len = bits_ctz(~(m >> lo)); /* m has at most 20 bits: ~ is never 0 */
-		uintptr_t addr = span_base(s) + (uintptr_t)lo * PA_SPAN_RELPAGE;
-		uint32_t run = (uint32_t)(((uint64_t)1 << (lo + len)) - ((uint64_t)1 << lo));
-		m &= ~run;
-		if (os_release((void *)addr, (size_t)len * PA_SPAN_RELPAGE, lazy) != 0)
-			continue; /* refused: the pages stay resident and unlisted */
-		__atomic_store_n(&s->relmap, s->relmap | run,
-		                 __ATOMIC_RELAXED); /* pa_free reads it */
-		done += len;
-	}
-	return done;
+	uint32_t done = os_release_mask((void *)span_base(s), m, PA_SPAN_RELPAGE, lazy);
+	__atomic_store_n(&s->relmap, s->relmap | done, __ATOMIC_RELAXED); /* pa_free reads it */
+	return bits_popcount(done);
 }
 
 /* Serialises sweeps (and their cursor); taken before any central lock. */

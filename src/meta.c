@@ -69,7 +69,7 @@ static uint32_t pages_of_record(const struct pa_meta_pool *p, unsigned i)
 {
 	size_t pg = os_page_size(), off = PA_META_HEADER + (size_t)i * p->size;
 	unsigned first = (unsigned)(off / pg), last = (unsigned)((off + p->size - 1) / pg);
-	return (uint32_t)(((uint64_t)2 << last) - ((uint64_t)1 << first));
+	return (uint32_t)bits_mask(first, last - first + 1u);
 }
 
 void *meta_alloc(struct pa_meta_pool *p)
@@ -148,18 +148,10 @@ size_t meta_trim(struct pa_meta_pool *p, int force)
 			b->quiet = 1; /* next time, if nothing happened meanwhile */
 			continue;
 		}
-		uint32_t m = releasable(p, b);
-		while (m != 0) {
-			unsigned lo = bits_ctz(m), len = bits_ctz(~(uint64_t)(m >> lo));
-			uint32_t run =
-			    (uint32_t)(((uint64_t)1 << (lo + len)) - ((uint64_t)1 << lo));
-			m &= ~run;
-			if (os_release((char *)b + (size_t)lo * pg, (size_t)len * pg, 0) != 0)
-				continue; /* refused: those pages stay resident */
-			b->relmask |= run;
-			p->released += (size_t)len * pg;
-			done += (size_t)len * pg;
-		}
+		uint32_t rel = os_release_mask(b, releasable(p, b), pg, 0);
+		b->relmask |= rel;
+		p->released += bits_popcount(rel) * pg;
+		done += bits_popcount(rel) * pg;
 	}
 	lock_release(&p->lock);
 	return done;

@@ -10,6 +10,8 @@
  */
 #include "os.h"
 
+#include "bits.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -230,6 +232,19 @@ void os_yield(void)
 int os_release(void *addr, size_t size, int lazy)
 {
 	return madvise(addr, size, lazy ? MADV_FREE : MADV_DONTNEED) == 0 ? 0 : -1;
+}
+
+uint32_t os_release_mask(void *base, uint32_t mask, size_t page, int lazy)
+{
+	uint32_t done = 0;
+	while (mask != 0) {
+		unsigned lo = bits_ctz(mask), len = bits_ctz(~(uint64_t)(mask >> lo));
+		uint32_t run = (uint32_t)bits_mask(lo, len);
+		mask &= ~run;
+		if (os_release((char *)base + (size_t)lo * page, (size_t)len * page, lazy) == 0)
+			done |= run;
+	}
+	return done;
 }
 
 size_t os_thp_bytes(void)

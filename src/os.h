@@ -48,6 +48,11 @@ void os_yield(void);
  * until then RSS does not drop and old contents may survive). 0 or -1. */
 int os_release(void *addr, size_t size, int lazy);
 
+/* os_release the pages of `mask` (bit j: the page of `page` bytes at base +
+ * j * page), one call per run of set bits. Returns the bits of the pages
+ * released (a refused run stays resident and unset). */
+uint32_t os_release_mask(void *base, uint32_t mask, size_t page, int lazy);
+
 /* Transparent huge page size in bytes when THP backs anonymous memory
  * unasked (mode "always"), else 0. */
 size_t os_thp_bytes(void);

@@ -161,6 +161,19 @@ static void large_object_of_100000_bytes_holds_13_pages(void **state)
 #define SEED_OBJECTS (1u << 16)
 #define SEED_KEEP_EVERY 512u /* objects per 16-byte span */
 
+/* 2^16 objects of 16 bytes, of which every 512th stays live (the others are
+ * freed into the thread cache): the returned array holds them all. */
+static void **pin_one_per_span(void)
+{
+	static void *p[SEED_OBJECTS];
+	for (unsigned k = 0; k < SEED_OBJECTS; k++)
+		assert_non_null(p[k] = pa_malloc(16));
+	for (unsigned k = 0; k < SEED_OBJECTS; k++)
+		if (k % SEED_KEEP_EVERY != 0)
+			pa_free(p[k]);
+	return p;
+}
+
 /* Seed 000's fragmentation pattern, small: 2^16 objects of 16 bytes fill
  * 128 spans; keeping one object in 512 keeps each span alive for 16 bytes. */
 static void one_16_byte_object_per_span_pins_128_spans(void **state)
@@ -172,12 +185,7 @@ static void one_16_byte_object_per_span_pins_128_spans(void **state)
 	TU_EQ(pa_sizeclasses[cls].pages, 1);
 	const size_t spans = SEED_OBJECTS / SEED_KEEP_EVERY; /* 128 */
 	struct pa_malloc_stats m0 = clean_start(cls);
-	static void *p[SEED_OBJECTS];
-	for (unsigned k = 0; k < SEED_OBJECTS; k++)
-		assert_non_null(p[k] = pa_malloc(16));
-	for (unsigned k = 0; k < SEED_OBJECTS; k++)
-		if (k % SEED_KEEP_EVERY != 0)
-			pa_free(p[k]);
+	void **p = pin_one_per_span();
 	pa_thread_cache_flush();
 	struct pa_malloc_stats m1 = snap();
 	TU_EQ(m1.classes[cls].spans, spans);
@@ -216,12 +224,7 @@ static void trim_releases_the_free_4k_page_of_each_pinned_16_byte_span(void **st
 	const size_t spans = SEED_OBJECTS / SEED_KEEP_EVERY, per_page = 4096 / 16;
 	struct pa_malloc_stats m0 = clean_start(cls);
 	TU_EQ(m0.span_released, 0);
-	static void *p[SEED_OBJECTS];
-	for (unsigned k = 0; k < SEED_OBJECTS; k++)
-		assert_non_null(p[k] = pa_malloc(16));
-	for (unsigned k = 0; k < SEED_OBJECTS; k++)
-		if (k % SEED_KEEP_EVERY != 0)
-			pa_free(p[k]);
+	void **p = pin_one_per_span();
 	TU_EQ(pa_malloc_trim(0), 1);
 	struct pa_malloc_stats m1 = snap();
 	TU_EQ(m1.classes[cls].spans, spans);
