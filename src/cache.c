@@ -24,8 +24,12 @@ __thread struct pa_tcache *cache_self __attribute__((tls_model("initial-exec")))
 static struct pa_meta_pool cache_pool = PA_META_POOL_INIT(sizeof(struct pa_tcache));
 static pa_lock registry_lock = PA_LOCK_INIT;
 static struct pa_tcache *registry; /* under registry_lock */
-static size_t registry_len;        /* under registry_lock */
+static size_t registry_len;        /* written under registry_lock; read atomically */
 static pthread_key_t exit_key;
+/* Bytes one cache can hold at most (every list at its bound, the large
+ * slots full): a share at least this needs no check. Set by
+ * cache_global_init. */
+static size_t cache_capacity;
 
 static void list_give_all(unsigned cls, struct pa_tc_list *l)
 {
@@ -56,14 +60,14 @@ static struct pa_tcache *cache_build(void)
 	if (tc == NULL)
 		return NULL;
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
-		tc->lists[cls].max = 2 * cache_batch(cls);
+		tc->lists[cls].max = 1;
 	lock_acquire(&registry_lock);
 	tc->next = registry;
 	if (tc->next != NULL)
 		tc->next->prevnext = &tc->next;
 	tc->prevnext = &registry;
 	registry = tc;
-	registry_len++;
+	__atomic_store_n(&registry_len, registry_len + 1, __ATOMIC_RELAXED);
 	lock_release(&registry_lock);
 	/* The cache is ready before pthread_setspecific: for key numbers from
 	 * PTHREAD_KEY_2NDLEVEL_SIZE (32) up, glibc calloc's a block, and that
@@ -114,14 +118,70 @@ static void thread_exit(void *arg)
 	*tc->prevnext = tc->next;
 	if (tc->next != NULL)
 		tc->next->prevnext = tc->prevnext;
-	registry_len--;
+	__atomic_store_n(&registry_len, registry_len - 1, __ATOMIC_RELAXED);
 	lock_release(&registry_lock);
 	meta_free(&cache_pool, tc);
 }
 
 int cache_global_init(void)
 {
+	size_t cap = (size_t)PA_LARGE_SLOTS_MAX_PAGES * PA_PAGE_SIZE;
+	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
+		cap += 2 * (size_t)cache_batch(cls) * pa_sizeclasses[cls].size;
+	cache_capacity = cap;
 	return pthread_key_create(&exit_key, thread_exit) == 0 ? 0 : -1;
+}
+
+size_t cache_share(void)
+{
+	size_t n = __atomic_load_n(&registry_len, __ATOMIC_RELAXED);
+	size_t share = __atomic_load_n(&pa_conf.thread_cache_total, __ATOMIC_RELAXED) / (n ? n : 1);
+	share = share < PA_TC_MIN_BUDGET ? PA_TC_MIN_BUDGET : share;
+	return share < cache_capacity ? share : cache_capacity;
+}
+
+static size_t cache_held(const struct pa_tcache *tc)
+{
+	size_t bytes = (size_t)tc->large_pages * PA_PAGE_SIZE;
+	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
+		bytes += (size_t)tc->lists[cls].count * pa_sizeclasses[cls].size;
+	return bytes;
+}
+
+/* Give back the older half of l (rounded up): the newest count / 2 objects,
+ * the ones freed last and likeliest in cache, stay. */
+static void list_give_older_half(unsigned cls, struct pa_tc_list *l)
+{
+	uint32_t keep = l->count / 2;
+	if (keep == 0) {
+		list_give_all(cls, l);
+		return;
+	}
+	void **last = l->head;
+	for (uint32_t k = 1; k < keep; k++)
+		last = last[0];
+	central_give(cls, last[0], l->count - keep);
+	last[0] = NULL;
+	__atomic_store_n(&l->count, keep, __ATOMIC_RELAXED);
+}
+
+/* Every 8th slow path of tc: over its share of thread_cache_total, give
+ * back the older half of each list, then the oldest large slots. */
+static void cache_keep_share(struct pa_tcache *tc)
+{
+	if ((++tc->slow & 7) != 0)
+		return;
+	size_t share = cache_share();
+	if (share >= cache_capacity || cache_held(tc) <= share)
+		return;
+	__atomic_store_n(&tc->shrinks, tc->shrinks + 1, __ATOMIC_RELAXED);
+	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
+		struct pa_tc_list *l = &tc->lists[cls];
+		list_give_older_half(cls, l);
+		l->max = l->max > 2 ? l->max / 2 : 1; /* and grow again slowly */
+	}
+	while (tc->nlarge > 0 && cache_held(tc) > share)
+		large_release(cache_slot_remove(tc, 0));
 }
 
 void *cache_alloc_slow(unsigned cls)
@@ -137,10 +197,16 @@ void *cache_alloc_slow(unsigned cls)
 		((void **)head)[1] = NULL;
 		return head;
 	}
+	cache_keep_share(tc);
 	struct pa_tc_list *l = &tc->lists[cls];
-	unsigned n = central_take(cls, cache_batch(cls), &head);
+	unsigned batch = cache_batch(cls);
+	unsigned n = central_take(cls, l->max < batch ? l->max : batch, &head);
 	if (n == 0)
 		return NULL;
+	/* Slow start (tcmalloc's): a list's bound grows by one at each refill
+	 * up to a batch, then to two batches; a class a thread seldom uses
+	 * never pulls in a whole batch. */
+	l->max = l->max < batch ? l->max + 1 : 2 * batch;
 	void **o = head;
 	l->head = o[0];
 	__atomic_store_n(&l->count, n - 1, __ATOMIC_RELAXED);
@@ -163,9 +229,12 @@ void cache_free_slow(unsigned cls, void *p)
 	o[0] = l->head;
 	l->head = o;
 	uint32_t count = l->count + 1;
+	unsigned batch = cache_batch(cls);
+	if (count > l->max && l->max < batch)
+		l->max++; /* slow start, for a thread that frees more than it takes */
 	if (count > l->max) {
 		/* Give the first batch back (one walk of `batch` links). */
-		unsigned n = cache_batch(cls);
+		unsigned n = count < batch ? count : batch;
 		void **last = l->head;
 		for (unsigned k = 1; k < n; k++)
 			last = last[0];
@@ -176,6 +245,7 @@ void cache_free_slow(unsigned cls, void *p)
 		count -= n;
 	}
 	__atomic_store_n(&l->count, count, __ATOMIC_RELAXED);
+	cache_keep_share(tc);
 }
 
 void cache_flush_self(void)

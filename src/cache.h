@@ -10,6 +10,14 @@
  * and at most 32; a list holds at most two batches. See docs/design.md for
  * why per-thread caches and not per-CPU ones.
  *
+ * Together the caches hold at most about thread_cache_total bytes (config.h,
+ * tcmalloc's overall budget): each cache's share is that over the number of
+ * caches, at least PA_TC_MIN_BUDGET. Every 8th slow path a cache whose
+ * share is below what it could hold sums its bytes, and over its share
+ * gives back the older half of every list and its oldest large slots. With
+ * few threads the share exceeds what a cache can hold and nothing is
+ * summed; with 64 threads on the default 8 MiB each keeps 128 KiB.
+ *
  * The thread's cache pointer is initial-exec TLS (8 bytes: the only
  * thread-local state of the allocator). Until the thread's first slow path
  * it points to cache_empty, whose lists are empty with bound 0, so both
@@ -47,11 +55,16 @@ struct pa_tc_list {
 #define PA_LARGE_SLOT_MAX_PAGES 128u  /* 1 MiB */
 #define PA_LARGE_SLOTS_MAX_PAGES 256u /* 2 MiB */
 
+/* The least share of thread_cache_total a cache keeps, however many. */
+#define PA_TC_MIN_BUDGET ((size_t)32 << 10)
+
 struct pa_tcache {
 	struct pa_tc_list lists[PA_SC_NUM_CLASSES];
 	struct pa_span *large[PA_LARGE_SLOTS]; /* [0, nlarge), oldest first */
 	uint32_t nlarge;
 	uint32_t large_pages; /* pages in large[] (relaxed atomic stores) */
+	uint32_t slow;        /* slow paths taken: the budget is checked every 8th */
+	uint32_t shrinks;     /* times the cache was over its share and gave back */
 	/* Registry links, under the registry lock. */
 	struct pa_tcache *next, **prevnext;
 };
@@ -146,6 +159,10 @@ void cache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *large_spans, size_t *l
 void cache_fork_prepare(void);
 void cache_fork_parent(void);
 void cache_fork_child(void);
+
+/* Each cache's share of thread_cache_total now (bytes), or what a cache
+ * can hold at most if that is less. */
+size_t cache_share(void);
 
 /* Called once by malloc init (pthread key for thread exit). 0 or -1. */
 int cache_global_init(void);

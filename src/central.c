@@ -76,16 +76,17 @@ static void unrelease(struct pa_central *c, struct pa_span *s, unsigned i)
 }
 
 /*
- * Take up to want (<= s->nfree) objects from s onto *list, lowest indices
- * first, a bitmap word at a time; lock held. The lowest s->nfree zero bits
+ * Take up to want (<= s->nfree) objects from s, lowest indices first, a
+ * bitmap word at a time, appending them to the list whose last link is
+ * **tail (so a batch is handed out in address order); lock held. The lowest s->nfree zero bits
  * of the bitmap are the span's free objects (the bits past the last object
  * are zero too, but above every real one). Returns how many.
  */
-static unsigned take_from(struct pa_central *c, struct pa_span *s, unsigned want, void **list)
+static unsigned take_from(struct pa_central *c, struct pa_span *s, unsigned want, void ***tail)
 {
 	const uintptr_t base = span_base(s), size = s->size;
 	const int vg = vg_active();
-	void *head = *list;
+	void **link = *tail;
 	unsigned got = 0, w = s->scan / 64u, last = 0;
 	uint64_t x = ~s->alloc[w] & (~(uint64_t)0 << (s->scan % 64u));
 	while (got < want) {
@@ -98,8 +99,8 @@ static unsigned take_from(struct pa_central *c, struct pa_span *s, unsigned want
 			x &= x - 1;
 			if (__builtin_expect(vg, 0))
 				vg_links_open(o);
-			o[0] = head;
-			head = o;
+			*link = o;
+			link = &o[0];
 		} while (++got < want && x != 0);
 		const uint64_t taken = x0 ^ x;
 		last = w * 64u + 63u - bits_clz(taken);
@@ -113,24 +114,25 @@ static unsigned take_from(struct pa_central *c, struct pa_span *s, unsigned want
 	if (last >= s->bump) /* pa_free reads it without the lock */
 		__atomic_store_n(&s->bump, (uint16_t)(last + 1), __ATOMIC_RELAXED);
 	s->nfree = (uint16_t)(s->nfree - got);
-	*list = head;
+	*tail = link;
 	return got;
 }
 
 unsigned central_take(unsigned cls, unsigned n, void **head)
 {
 	struct pa_central *c = &central[cls];
-	void *list = NULL;
+	void *list = NULL, **tail = &list;
 	unsigned got = 0;
 	lock_acquire(&c->lock);
 	while (got < n) {
 		struct pa_span *s = c->partial;
 		if (s == NULL && (s = grow_locked(c, cls)) == NULL)
 			break;
-		got += take_from(c, s, n - got < s->nfree ? n - got : s->nfree, &list);
+		got += take_from(c, s, n - got < s->nfree ? n - got : s->nfree, &tail);
 		if (s->nfree == 0)
 			list_remove(s);
 	}
+	*tail = NULL;
 	c->out += got;
 	lock_release(&c->lock);
 	*head = list;

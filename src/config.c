@@ -26,6 +26,7 @@ struct pa_config pa_conf = {
     .scavenge_delay_ms = 1000,
     .thread_cache = 1,
     .scavenge_burst_percent = 10,
+    .thread_cache_total = (size_t)8 << 20,
 };
 
 void (*config_on_change)(void);
@@ -66,6 +67,7 @@ static const struct conf_key conf_keys[] = {
     KEY(scavenge_delay_ms, CONF_UINT, 0, 3600000, NULL, "milliseconds from 0 to 3600000"),
     KEY(thread_cache, CONF_ENUM, 0, 0, on_off, "on or off"),
     KEY(scavenge_burst_percent, CONF_UINT, 1, 100, NULL, "a whole percentage from 1 to 100"),
+    KEY(thread_cache_total, CONF_SIZE, 0, 0, NULL, "a size such as 4M"),
     KEY(stats_print, CONF_ENUM, 0, 0, on_off, "on or off"),
     KEY(stats_file, CONF_PATH, 0, 0, NULL, "a file name shorter than 256 bytes"),
 };

@@ -15,9 +15,9 @@
  *
  * Each test starts from a flushed cache and checks its class is empty, so
  * span counts are absolute; other figures are deltas. Objects taken from a
- * fresh class are contiguous: the central list fills one span before it
- * opens the next, and a batch (cache_batch: at most 32 objects) never spans
- * two of the small classes used here.
+ * fresh class are contiguous and handed out in address order: the central
+ * list fills one span before it opens the next, and a refill (at most
+ * cache_batch: 32 objects) comes lowest address first.
  */
 #include <sys/mman.h>
 
