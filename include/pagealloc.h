@@ -128,6 +128,9 @@ PA_API size_t pa_scavenge(size_t bytes);
  *                     lists (default on; off: every small malloc and free
  *                     takes its class's lock; read at each thread's first
  *                     allocation)
+ *   thread_cache_total=SIZE  what all thread caches together may hold: each
+ *                     keeps at most this over the number of caches, at
+ *                     least 32 KiB (default 8M)
  *   stats_print=on|off  print the heap's story (pa_malloc_stats_print) when
  *                     the process exits (default off; jemalloc's key)
  *   stats_file=PATH   where stats_print writes ("%p" becomes the process id;

@@ -28,11 +28,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cache.h"
 #include "config.h"
 #include "msg.h"
 #include "os.h"
 #include "pagealloc.h"
-#include "cache.h"
 #include "span.h"
 
 /* ---- formatting without stdio --------------------------------------------- */

@@ -85,9 +85,9 @@ static void first_refills_take_one_two_three_objects(void **state)
 #define LARGE_BYTES ((size_t)256 << 10)
 
 struct share {
-	size_t after_large_free;   /* cached bytes: the freed large block in a slot */
-	size_t after_seven_slow;   /* ... after 7 slow paths */
-	size_t after_eighth_slow;  /* ... after the 8th, where the share is checked */
+	size_t after_large_free;  /* cached bytes: the freed large block in a slot */
+	size_t after_seven_slow;  /* ... after 7 slow paths */
+	size_t after_eighth_slow; /* ... after the 8th, where the share is checked */
 };
 
 /* Free a large block into the thread's slots, then take 8 slow paths: first
