@@ -48,6 +48,8 @@ static void cache_release(struct pa_tcache *tc)
 		large_release(tc->large[k]);
 	__atomic_store_n(&tc->nlarge, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&tc->large_pages, 0, __ATOMIC_RELAXED);
+	span_spares_free(tc->spare, tc->nspare);
+	tc->nspare = 0;
 }
 
 /* Build the calling thread's cache; NULL when out of memory or exiting. */

@@ -72,15 +72,13 @@ static uint32_t pages_of_record(const struct pa_meta_pool *p, unsigned i)
 	return (uint32_t)bits_mask(first, last - first + 1u);
 }
 
-void *meta_alloc(struct pa_meta_pool *p)
+/* One record from the pool's lowest block with room; lock held. NULL when
+ * the OS refuses a new block. The record is not zeroed. */
+static void *alloc_locked(struct pa_meta_pool *p)
 {
-	lock_acquire(&p->lock);
 	struct pa_meta_block *b = p->avail;
-	if (b == NULL && (b = block_new(p)) == NULL) {
-		lock_release(&p->lock);
-		errno = ENOMEM;
+	if (b == NULL && (b = block_new(p)) == NULL)
 		return NULL;
-	}
 	/* The block has room: a zero bit below meta_per_block. */
 	unsigned w = 0;
 	while (b->used[w] == ~(uint64_t)0)
@@ -99,24 +97,51 @@ void *meta_alloc(struct pa_meta_pool *p)
 	p->live++;
 	if (b->nlive == meta_per_block(p->size))
 		avail_remove(b);
+	return (char *)b + PA_META_HEADER + (size_t)i * p->size;
+}
+
+unsigned meta_alloc_n(struct pa_meta_pool *p, void **recs, unsigned n)
+{
+	unsigned got = 0;
+	lock_acquire(&p->lock);
+	while (got < n && (recs[got] = alloc_locked(p)) != NULL)
+		got++;
 	lock_release(&p->lock);
-	void *rec = (char *)b + PA_META_HEADER + (size_t)i * p->size;
-	memset(rec, 0, p->size);
+	for (unsigned k = 0; k < got; k++)
+		memset(recs[k], 0, p->size);
+	return got;
+}
+
+void *meta_alloc(struct pa_meta_pool *p)
+{
+	void *rec;
+	if (meta_alloc_n(p, &rec, 1) == 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
 	return rec;
+}
+
+void meta_free_n(struct pa_meta_pool *p, void *const *recs, unsigned n)
+{
+	lock_acquire(&p->lock);
+	for (unsigned k = 0; k < n; k++) {
+		struct pa_meta_block *b = block_of(recs[k]);
+		unsigned i =
+		    (unsigned)(((uintptr_t)recs[k] - (uintptr_t)b - PA_META_HEADER) / p->size);
+		b->used[i / 64u] &= ~((uint64_t)1 << (i % 64u));
+		b->quiet = 0;
+		b->nlive--;
+		p->live--;
+		if (b->prevnext == NULL)
+			avail_insert(p, b);
+	}
+	lock_release(&p->lock);
 }
 
 void meta_free(struct pa_meta_pool *p, void *rec)
 {
-	struct pa_meta_block *b = block_of(rec);
-	unsigned i = (unsigned)(((uintptr_t)rec - (uintptr_t)b - PA_META_HEADER) / p->size);
-	lock_acquire(&p->lock);
-	b->used[i / 64u] &= ~((uint64_t)1 << (i % 64u));
-	b->quiet = 0;
-	b->nlive--;
-	p->live--;
-	if (b->prevnext == NULL)
-		avail_insert(p, b);
-	lock_release(&p->lock);
+	meta_free_n(p, &rec, 1);
 }
 
 /* The pages of b (page 0, the header's, excepted) whose records are all

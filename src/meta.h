@@ -51,6 +51,12 @@ struct pa_meta_pool {
 void *meta_alloc(struct pa_meta_pool *p);
 void meta_free(struct pa_meta_pool *p, void *rec);
 
+/* The same for up to n records under one acquisition of the lock: the
+ * number of zeroed records put in recs (fewer only when the OS refuses
+ * memory; errno is not set). */
+unsigned meta_alloc_n(struct pa_meta_pool *p, void **recs, unsigned n);
+void meta_free_n(struct pa_meta_pool *p, void *const *recs, unsigned n);
+
 /* Release the OS pages of p's blocks that hold only free records: of every
  * block when force, else of blocks with no meta_alloc or meta_free since the
  * previous call. Returns bytes released. */

@@ -1,8 +1,10 @@
 /*
  * span.c — span descriptors, their setup, and the message for a bad pointer.
  */
+#include <errno.h>
 #include <string.h>
 
+#include "cache.h"
 #include "malloc_internal.h"
 #include "meta.h"
 #include "msg.h"
@@ -14,14 +16,47 @@ uintptr_t span_key_secret;
 
 static struct pa_meta_pool span_pool = PA_META_POOL_INIT(sizeof(struct pa_span));
 
+/* A zeroed record: the calling thread's spare if it has one, else the
+ * pool's (half a cache's worth of spares at a time). */
 struct pa_span *span_new(void)
 {
-	return meta_alloc(&span_pool);
+	struct pa_tcache *tc = cache_for_spares();
+	if (tc == NULL)
+		return meta_alloc(&span_pool);
+	if (tc->nspare == 0) {
+		tc->nspare = meta_alloc_n(&span_pool, (void **)tc->spare, PA_TC_SPARE_SPANS / 2);
+		if (tc->nspare == 0) {
+			errno = ENOMEM;
+			return NULL;
+		}
+	}
+	struct pa_span *s = tc->spare[--tc->nspare];
+	memset(s, 0, sizeof(*s));
+	return s;
 }
 
+/* Into the calling thread's spares; when they are full, the older half
+ * goes back to the pool first. */
 void span_delete(struct pa_span *s)
 {
-	meta_free(&span_pool, s);
+	struct pa_tcache *tc = cache_for_spares();
+	if (tc == NULL) {
+		meta_free(&span_pool, s);
+		return;
+	}
+	if (tc->nspare == PA_TC_SPARE_SPANS) {
+		const unsigned half = PA_TC_SPARE_SPANS / 2;
+		meta_free_n(&span_pool, (void *const *)tc->spare, half);
+		for (unsigned k = half; k < PA_TC_SPARE_SPANS; k++)
+			tc->spare[k - half] = tc->spare[k];
+		tc->nspare -= half;
+	}
+	tc->spare[tc->nspare++] = s;
+}
+
+void span_spares_free(struct pa_span **spare, unsigned n)
+{
+	meta_free_n(&span_pool, (void *const *)spare, n);
 }
 
 int span_init_small(struct pa_span *s, unsigned cls, uintptr_t base)

@@ -138,6 +138,8 @@ static inline void span_bit_set(struct pa_span *s, unsigned i, int v)
 /* A new span descriptor from the metadata pool, or NULL (ENOMEM). */
 struct pa_span *span_new(void);
 void span_delete(struct pa_span *s);
+/* Return n records to the pool itself (a thread cache's spares). */
+void span_spares_free(struct pa_span **spare, unsigned n);
 
 /* Prepare s as an empty small-object span of class cls over pages at base,
  * and map its pages. 0, or -1 (ENOMEM from the page map). */

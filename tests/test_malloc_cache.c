@@ -14,6 +14,7 @@
 #include "cache.h"
 #include "pagealloc.h"
 #include "sizeclass_table.h"
+#include "span.h"
 
 static size_t cached_objects(unsigned cls)
 {
@@ -160,6 +161,64 @@ static void share_is_the_total_over_the_caches(void **state)
 	assert_int_equal(pa_config_set("thread_cache_total", "8M"), 0);
 }
 
+/* ---- spare span records ---------------------------------------------------- */
+
+#define HUGE_BYTES ((size_t)2 << 20) /* over a large slot's 1 MiB: retired at free */
+#define NHUGE 9
+
+struct spares {
+	size_t first, reused, nine, freed, flushed; /* pool records live, less at start */
+};
+
+static size_t records_live(void)
+{
+	size_t mapped, released, live;
+	span_meta_stats(&mapped, &released, &live);
+	return live;
+}
+
+static void *spares_thread(void *arg)
+{
+	struct spares *r = arg;
+	pa_free(pa_malloc(16));  /* this thread's cache exists */
+	pa_thread_cache_flush(); /* and holds no spare records */
+	size_t live0 = records_live();
+	void *p = pa_malloc(HUGE_BYTES);
+	r->first = records_live() - live0;
+	pa_free(p);
+	for (int k = 0; k < 5; k++)
+		pa_free(pa_malloc(HUGE_BYTES));
+	r->reused = records_live() - live0;
+	void *v[NHUGE];
+	for (int k = 0; k < NHUGE; k++)
+		v[k] = pa_malloc(HUGE_BYTES);
+	r->nine = records_live() - live0;
+	for (int k = 0; k < NHUGE; k++)
+		pa_free(v[k]);
+	r->freed = records_live() - live0;
+	pa_thread_cache_flush();
+	r->flushed = records_live() - live0;
+	return NULL;
+}
+
+/* A thread takes span records from the pool 4 at a time and keeps up to 8
+ * of those its spans leave: the first large block takes 4 (1 used, 3
+ * spare), its record is reused by the next 5; 9 blocks at once take 8 more
+ * (in two refills); freeing them fills the 8 spares, then gives the older 4
+ * back; the flush gives back the rest. */
+static void span_records_move_four_at_a_time(void **state)
+{
+	(void)state;
+	TU_EQ(PA_TC_SPARE_SPANS, 8);
+	struct spares r;
+	run_in_thread(spares_thread, &r);
+	TU_EQ(r.first, 4);
+	TU_EQ(r.reused, 4);
+	TU_EQ(r.nine, 12);
+	TU_EQ(r.freed, 8);
+	TU_EQ(r.flushed, 0);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -173,6 +232,7 @@ int main(void)
 	    TU_TEST(over_its_share_a_cache_gives_back_at_the_eighth_slow_path),
 	    TU_TEST(within_its_share_a_cache_keeps_what_it_holds),
 	    TU_TEST(share_is_the_total_over_the_caches),
+	    TU_TEST(span_records_move_four_at_a_time),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
