@@ -111,12 +111,23 @@ int cache_large_put(struct pa_span *s)
 	return 1;
 }
 
+/* Move tc's large-object deltas into the shared counters (registry lock
+ * held, so the stats see them in one place or the other). */
+static void fold_large_counts(struct pa_tcache *tc)
+{
+	__atomic_add_fetch(&large_held_objects, (size_t)tc->large_objects_delta, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&large_held_pages, (size_t)tc->large_pages_delta, __ATOMIC_RELAXED);
+	__atomic_store_n(&tc->large_objects_delta, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&tc->large_pages_delta, 0, __ATOMIC_RELAXED);
+}
+
 static void thread_exit(void *arg)
 {
 	struct pa_tcache *tc = arg;
 	cache_self = &cache_gone;
 	cache_release(tc);
 	lock_acquire(&registry_lock);
+	fold_large_counts(tc);
 	*tc->prevnext = tc->next;
 	if (tc->next != NULL)
 		tc->next->prevnext = tc->prevnext;
@@ -258,13 +269,17 @@ void cache_flush_self(void)
 }
 
 void cache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *large_spans, size_t *large_pages,
-                  size_t *ncaches)
+                  size_t *ncaches, size_t *made_objects, size_t *made_pages)
 {
 	for (unsigned cls = 0; cls < PA_SC_NUM_CLASSES; cls++)
 		held[cls] = 0;
 	*large_spans = *large_pages = 0;
 	lock_acquire(&registry_lock);
+	*made_objects = __atomic_load_n(&large_held_objects, __ATOMIC_RELAXED);
+	*made_pages = __atomic_load_n(&large_held_pages, __ATOMIC_RELAXED);
 	for (struct pa_tcache *tc = registry; tc != NULL; tc = tc->next) {
+		*made_objects += (size_t)__atomic_load_n(&tc->large_objects_delta, __ATOMIC_RELAXED);
+		*made_pages += (size_t)__atomic_load_n(&tc->large_pages_delta, __ATOMIC_RELAXED);
 		for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
 			held[cls] += __atomic_load_n(&tc->lists[cls].count, __ATOMIC_RELAXED);
 		*large_spans += __atomic_load_n(&tc->nlarge, __ATOMIC_RELAXED);
@@ -290,8 +305,12 @@ void cache_fork_child(void)
 {
 	lock_init(&cache_pool.lock);
 	lock_init(&registry_lock);
-	/* Only the forking thread exists: keep its cache, forget the others. */
+	/* Only the forking thread exists: keep its cache, forget the others
+	 * (their large objects stay counted). */
 	struct pa_tcache *self = cache_self;
+	for (struct pa_tcache *tc = registry; tc != NULL; tc = tc->next)
+		if (tc != self)
+			fold_large_counts(tc);
 	registry = NULL;
 	registry_len = 0;
 	if (self != &cache_empty && self != &cache_gone) {

@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include "sizeclass_table.h"
+#include "malloc_internal.h"
 #include "span.h"
 
 struct pa_tc_list {
@@ -74,6 +75,12 @@ struct pa_tcache {
 	uint32_t slow;        /* slow paths taken: the budget is checked every 8th */
 	uint32_t nspare;      /* spare[0, nspare): free span records */
 	struct pa_span *spare[PA_TC_SPARE_SPANS];
+	/* Large objects and their pages this thread made minus those it gave
+	 * back (either may be negative): added to large_held_objects and
+	 * large_held_pages by the stats and when the thread exits, so a large
+	 * malloc or free makes no atomic read-modify-write on a shared counter
+	 * (that was 7.7% of wl-large's CPU). Relaxed atomic stores. */
+	int64_t large_objects_delta, large_pages_delta;
 	uint32_t shrinks; /* times the cache was over its share and gave back */
 	/* Registry links, under the registry lock. */
 	struct pa_tcache *next, **prevnext;
@@ -156,6 +163,22 @@ static inline struct pa_tcache *cache_for_spares(void)
 	return tc->lists[1].max != 0 ? tc : NULL;
 }
 
+/* Count large objects and pages made (positive) or given back (negative)
+ * by the calling thread: in its cache, or in the shared counters when it
+ * has none. */
+static inline void cache_count_large(int64_t objects, int64_t pages)
+{
+	struct pa_tcache *tc = cache_self;
+	if (tc->lists[1].max == 0) {
+		__atomic_add_fetch(&large_held_objects, (size_t)objects, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&large_held_pages, (size_t)pages, __ATOMIC_RELAXED);
+		return;
+	}
+	__atomic_store_n(&tc->large_objects_delta, tc->large_objects_delta + objects,
+	                 __ATOMIC_RELAXED);
+	__atomic_store_n(&tc->large_pages_delta, tc->large_pages_delta + pages, __ATOMIC_RELAXED);
+}
+
 /* A large span of npages .. npages + npages / 8 pages from the calling
  * thread's slots (no longer marked cached), or NULL. */
 struct pa_span *cache_large_take(size_t npages);
@@ -168,9 +191,11 @@ int cache_large_put(struct pa_span *s);
 void cache_flush_self(void);
 
 /* Sums over every cache: objects held per class, large spans and their
- * pages in the large slots; and how many caches there are. */
+ * pages in the large slots; and how many caches there are. *made_objects
+ * and *made_pages: large objects and pages held by the program and the
+ * slots (large_held_objects, large_held_pages and every cache's deltas). */
 void cache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *large_spans, size_t *large_pages,
-                  size_t *ncaches);
+                  size_t *ncaches, size_t *made_objects, size_t *made_pages);
 
 /* fork: the registry lock (prepare/parent), and in the child drop the
  * caches of threads that do not exist there (their objects are lost to

@@ -174,8 +174,7 @@ static void *large_alloc_pages(size_t n, size_t align, int zero)
 		span_delete(s);
 		goto nomem;
 	}
-	__atomic_add_fetch(&large_held_objects, 1, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&large_held_pages, npages, __ATOMIC_RELAXED);
+	cache_count_large(1, (int64_t)npages);
 	/* Pages the kernel just zeroed need no memset: only when all of the
 	 * run was released (we do not know which pages were). */
 	int zeroed = scav == total && pages_release_zeroes();
@@ -205,8 +204,7 @@ void large_release(struct pa_span *s)
 	uintptr_t base = span_base(s);
 	pagemap_set(base, 1, NULL);
 	span_delete(s);
-	__atomic_sub_fetch(&large_held_objects, 1, __ATOMIC_RELAXED);
-	__atomic_sub_fetch(&large_held_pages, npages, __ATOMIC_RELAXED);
+	cache_count_large(-1, -(int64_t)npages);
 	pages_free(base, npages);
 }
 
@@ -572,7 +570,7 @@ void *pa_realloc(void *p, size_t n)
 		/* Grow a large block into free pages right after it. */
 		size_t want = pages_of(n);
 		if (pages_alloc_at(span_base(s) + s->npages * PA_PAGE_SIZE, want - s->npages)) {
-			__atomic_add_fetch(&large_held_pages, want - s->npages, __ATOMIC_RELAXED);
+			cache_count_large(0, (int64_t)(want - s->npages));
 			s->npages = want;
 			return p;
 		}
@@ -583,7 +581,7 @@ void *pa_realloc(void *p, size_t n)
 			/* Shrink a large block: its tail pages go back. */
 			size_t tail = s->npages - keep;
 			s->npages = keep;
-			__atomic_sub_fetch(&large_held_pages, tail, __ATOMIC_RELAXED);
+			cache_count_large(0, -(int64_t)tail);
 			pages_free(span_base(s) + keep * PA_PAGE_SIZE, tail);
 		}
 		return p;

@@ -8,7 +8,8 @@
 #include <stddef.h>
 
 /* Large objects that hold pages of the heap (live, or waiting in a thread's
- * large slots), and their pages (atomics). */
+ * large slots), and their pages (atomics): with every thread cache's
+ * deltas added (cache_totals), as threads without a cache count here. */
 extern size_t large_held_objects, large_held_pages;
 
 struct pa_span;

@@ -28,8 +28,8 @@ int pa_malloc_stats(struct pa_malloc_stats *out)
 		return -1;
 	}
 	memset(out, 0, sizeof(*out));
-	size_t held[PA_SC_NUM_CLASSES], slot_objects, slot_pages, ncaches;
-	cache_totals(held, &slot_objects, &slot_pages, &ncaches);
+	size_t held[PA_SC_NUM_CLASSES], slot_objects, slot_pages, ncaches, held_objects, held_pages;
+	cache_totals(held, &slot_objects, &slot_pages, &ncaches, &held_objects, &held_pages);
 	out->thread_caches = ncaches;
 	out->nclasses = PA_SC_NUM_CLASSES;
 	size_t small_pages = 0;
@@ -52,8 +52,6 @@ int pa_malloc_stats(struct pa_malloc_stats *out)
 	}
 	/* Large: objects and pages held by large spans, less those waiting in
 	 * thread slots (racy while threads free; exact when they are quiet). */
-	size_t held_objects = __atomic_load_n(&large_held_objects, __ATOMIC_RELAXED);
-	size_t held_pages = __atomic_load_n(&large_held_pages, __ATOMIC_RELAXED);
 	if (slot_objects > held_objects)
 		slot_objects = held_objects;
 	if (slot_pages > held_pages)

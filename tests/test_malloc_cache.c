@@ -219,6 +219,41 @@ static void span_records_move_four_at_a_time(void **state)
 	TU_EQ(r.flushed, 0);
 }
 
+/* ---- large objects counted per thread ---------------------------------------- */
+
+static void *v_large[3];
+
+static void *make_three_large(void *arg)
+{
+	(void)arg;
+	pa_free(pa_malloc(16)); /* this thread's cache exists: it counts in it */
+	for (int k = 0; k < 3; k++)
+		v_large[k] = pa_malloc(HUGE_BYTES);
+	return NULL;
+}
+
+/* Large objects are counted in the cache of the thread that makes or frees
+ * them; the counts of an exited thread move to the shared ones: 3 blocks
+ * made by a thread that is gone stay counted until this thread frees them. */
+static void large_objects_outlive_the_thread_that_counted_them(void **state)
+{
+	(void)state;
+	struct pa_malloc_stats m0, m1, m2;
+	pa_thread_cache_flush();
+	assert_int_equal(pa_malloc_stats(&m0), 0);
+	run_in_thread(make_three_large, NULL);
+	assert_int_equal(pa_malloc_stats(&m1), 0);
+	TU_EQ(m1.large_objects - m0.large_objects, 3);
+	TU_EQ(m1.large_bytes - m0.large_bytes, 3 * HUGE_BYTES);
+	TU_EQ(m1.heap_inuse - m0.heap_inuse, 3 * HUGE_BYTES);
+	for (int k = 0; k < 3; k++)
+		pa_free(v_large[k]);
+	assert_int_equal(pa_malloc_stats(&m2), 0);
+	TU_EQ(m2.large_objects, m0.large_objects);
+	TU_EQ(m2.large_bytes, m0.large_bytes);
+	TU_EQ(m2.heap_inuse, m0.heap_inuse);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -233,6 +268,7 @@ int main(void)
 	    TU_TEST(within_its_share_a_cache_keeps_what_it_holds),
 	    TU_TEST(share_is_the_total_over_the_caches),
 	    TU_TEST(span_records_move_four_at_a_time),
+	    TU_TEST(large_objects_outlive_the_thread_that_counted_them),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
