@@ -278,7 +278,8 @@ void cache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *large_spans, size_t *l
 	*made_objects = __atomic_load_n(&large_held_objects, __ATOMIC_RELAXED);
 	*made_pages = __atomic_load_n(&large_held_pages, __ATOMIC_RELAXED);
 	for (struct pa_tcache *tc = registry; tc != NULL; tc = tc->next) {
-		*made_objects += (size_t)__atomic_load_n(&tc->large_objects_delta, __ATOMIC_RELAXED);
+		*made_objects +=
+		    (size_t)__atomic_load_n(&tc->large_objects_delta, __ATOMIC_RELAXED);
 		*made_pages += (size_t)__atomic_load_n(&tc->large_pages_delta, __ATOMIC_RELAXED);
 		for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
 			held[cls] += __atomic_load_n(&tc->lists[cls].count, __ATOMIC_RELAXED);

@@ -37,8 +37,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sizeclass_table.h"
 #include "malloc_internal.h"
+#include "sizeclass_table.h"
 #include "span.h"
 
 struct pa_tc_list {

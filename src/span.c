@@ -16,6 +16,25 @@ uintptr_t span_key_secret;
 
 static struct pa_meta_pool span_pool = PA_META_POOL_INIT(sizeof(struct pa_span));
 
+/* Zero a record (64-byte aligned) with eight 16-byte stores: gcc's memset
+ * of 128 bytes is `rep stosq`, whose start-up cost was 2.6% of wl-large's
+ * CPU (every large object makes a span). */
+static inline void zero_record(struct pa_span *s)
+{
+	typedef long long v2di __attribute__((vector_size(16), may_alias));
+	_Static_assert(sizeof(*s) == 8 * sizeof(v2di), "a record is eight 16-byte words");
+	const v2di z = {0, 0};
+	v2di *w = (v2di *)(void *)s;
+	w[0] = z;
+	w[1] = z;
+	w[2] = z;
+	w[3] = z;
+	w[4] = z;
+	w[5] = z;
+	w[6] = z;
+	w[7] = z;
+}
+
 /* A zeroed record: the calling thread's spare if it has one, else the
  * pool's (half a cache's worth of spares at a time). */
 struct pa_span *span_new(void)
@@ -31,7 +50,7 @@ struct pa_span *span_new(void)
 		}
 	}
 	struct pa_span *s = tc->spare[--tc->nspare];
-	memset(s, 0, sizeof(*s));
+	zero_record(s);
 	return s;
 }
 
