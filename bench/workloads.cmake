@@ -26,3 +26,7 @@ foreach(src ${PA_WL_SOURCES})
 	# new with a delete: these programs measure exactly those calls.
 	target_compile_options(${exe} PRIVATE -fno-builtin-malloc -fno-builtin-free)
 endforeach()
+
+# Not a workload: wl-large's block sequence on a model page heap (first fit
+# against best fit), quoted in docs/design.md.
+add_executable(model-large ${PROJECT_SOURCE_DIR}/bench/workloads/model_large.c)
