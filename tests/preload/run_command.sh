@@ -7,6 +7,7 @@
 #    report on stderr with a nonzero heap_inuse;
 #  - --stats-file DIR/%p over a bash pipeline: a report per process in DIR;
 #  - CMD's exit status comes back (3), and a death by SIGTERM as 143;
+#  - --thread-cache-total: the report shows the share it sets;
 #  - --quiet: no report.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,6 +35,14 @@ out=$("$pagealloc" run --stats-file "$tmp/stats/%p" -- \
 	bash -c 'seq 1 20000 | sort -rn | tail -n 1' 2>"$tmp/err2")
 [ "$out" = 1 ] || fail "pagealloc run -- bash pipeline printed '$out', not 1"
 stats_check "$tmp/stats" bash seq
+
+# --thread-cache-total reaches the library: sort's one thread cache keeps
+# at most the whole total.
+"$pagealloc" run --thread-cache-total 1M -- sort "$tmp/in" >"$tmp/out5" 2>"$tmp/err5" ||
+	fail "pagealloc run --thread-cache-total 1M -- sort exited with $?"
+expect_same "$tmp/ref" "$tmp/out5" "pagealloc run --thread-cache-total 1M -- sort"
+grep -q 'each keeps at most 1.00 MiB' "$tmp/err5" ||
+	fail "--thread-cache-total 1M: no 'each keeps at most 1.00 MiB' in $(grep 'thread caches' "$tmp/err5")"
 
 status=0
 "$pagealloc" run --quiet -- sh -c 'exit 3' 2>"$tmp/err3" || status=$?
