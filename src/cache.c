@@ -187,7 +187,6 @@ static void cache_keep_share(struct pa_tcache *tc)
 	size_t share = cache_share();
 	if (share >= cache_capacity || cache_held(tc) <= share)
 		return;
-	__atomic_store_n(&tc->shrinks, tc->shrinks + 1, __ATOMIC_RELAXED);
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
 		struct pa_tc_list *l = &tc->lists[cls];
 		list_give_older_half(cls, l);
@@ -246,8 +245,9 @@ void cache_free_slow(unsigned cls, void *p)
 	if (count > l->max && l->max < batch)
 		l->max++; /* slow start, for a thread that frees more than it takes */
 	if (count > l->max) {
-		/* Give the first batch back (one walk of `batch` links). */
-		unsigned n = count < batch ? count : batch;
+		/* Give the first batch back (one walk of `batch` links); the
+		 * bound is at least a batch here. */
+		unsigned n = batch;
 		void **last = l->head;
 		for (unsigned k = 1; k < n; k++)
 			last = last[0];

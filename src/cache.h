@@ -81,13 +81,21 @@ struct pa_tcache {
 	 * malloc or free makes no atomic read-modify-write on a shared counter
 	 * (that was 7.7% of wl-large's CPU). Relaxed atomic stores. */
 	int64_t large_objects_delta, large_pages_delta;
-	uint32_t shrinks; /* times the cache was over its share and gave back */
 	/* Registry links, under the registry lock. */
 	struct pa_tcache *next, **prevnext;
 };
 
 extern struct pa_tcache cache_empty;
 extern __thread struct pa_tcache *cache_self __attribute__((tls_model("initial-exec")));
+
+/* The calling thread's cache, or NULL while it has none: the placeholders
+ * cache_empty and cache_gone (list bounds of 0) keep nothing, no large
+ * slots, no spare span records, no counts. */
+static inline struct pa_tcache *cache_real(void)
+{
+	struct pa_tcache *tc = cache_self;
+	return tc->lists[1].max != 0 ? tc : NULL;
+}
 
 /* Objects per batch moved between a thread cache and the central list. */
 static inline unsigned cache_batch(unsigned cls)
@@ -145,22 +153,12 @@ static inline struct pa_span *cache_large_take_newest(size_t npages)
  * keep anything. */
 static inline int cache_large_put_room(struct pa_span *s)
 {
-	struct pa_tcache *tc = cache_self;
-	if (tc->lists[1].max == 0 || tc->nlarge == PA_LARGE_SLOTS ||
-	    s->npages > PA_LARGE_SLOT_MAX_PAGES ||
+	struct pa_tcache *tc = cache_real();
+	if (tc == NULL || tc->nlarge == PA_LARGE_SLOTS || s->npages > PA_LARGE_SLOT_MAX_PAGES ||
 	    tc->large_pages + s->npages > PA_LARGE_SLOTS_MAX_PAGES)
 		return 0;
 	cache_slot_append(tc, s);
 	return 1;
-}
-
-/* The calling thread's cache if it can keep spare span records (span.c),
- * else NULL: the placeholders cache_empty and cache_gone (list bounds of 0)
- * keep none. */
-static inline struct pa_tcache *cache_for_spares(void)
-{
-	struct pa_tcache *tc = cache_self;
-	return tc->lists[1].max != 0 ? tc : NULL;
 }
 
 /* Count large objects and pages made (positive) or given back (negative)
@@ -168,8 +166,8 @@ static inline struct pa_tcache *cache_for_spares(void)
  * has none. */
 static inline void cache_count_large(int64_t objects, int64_t pages)
 {
-	struct pa_tcache *tc = cache_self;
-	if (tc->lists[1].max == 0) {
+	struct pa_tcache *tc = cache_real();
+	if (tc == NULL) {
 		__atomic_add_fetch(&large_held_objects, (size_t)objects, __ATOMIC_RELAXED);
 		__atomic_add_fetch(&large_held_pages, (size_t)pages, __ATOMIC_RELAXED);
 		return;

@@ -107,8 +107,6 @@ unsigned meta_alloc_n(struct pa_meta_pool *p, void **recs, unsigned n)
 	while (got < n && (recs[got] = alloc_locked(p)) != NULL)
 		got++;
 	lock_release(&p->lock);
-	for (unsigned k = 0; k < got; k++)
-		memset(recs[k], 0, p->size);
 	return got;
 }
 
@@ -119,6 +117,7 @@ void *meta_alloc(struct pa_meta_pool *p)
 		errno = ENOMEM;
 		return NULL;
 	}
+	memset(rec, 0, p->size);
 	return rec;
 }
 

@@ -52,8 +52,9 @@ void *meta_alloc(struct pa_meta_pool *p);
 void meta_free(struct pa_meta_pool *p, void *rec);
 
 /* The same for up to n records under one acquisition of the lock: the
- * number of zeroed records put in recs (fewer only when the OS refuses
- * memory; errno is not set). */
+ * number of records put in recs (fewer only when the OS refuses memory;
+ * errno is not set). They are not zeroed: the caller zeroes each when it
+ * uses it (span.c's spares). */
 unsigned meta_alloc_n(struct pa_meta_pool *p, void **recs, unsigned n);
 void meta_free_n(struct pa_meta_pool *p, void *const *recs, unsigned n);
 

@@ -39,7 +39,7 @@ static inline void zero_record(struct pa_span *s)
  * pool's (half a cache's worth of spares at a time). */
 struct pa_span *span_new(void)
 {
-	struct pa_tcache *tc = cache_for_spares();
+	struct pa_tcache *tc = cache_real();
 	if (tc == NULL)
 		return meta_alloc(&span_pool);
 	if (tc->nspare == 0) {
@@ -58,7 +58,7 @@ struct pa_span *span_new(void)
  * goes back to the pool first. */
 void span_delete(struct pa_span *s)
 {
-	struct pa_tcache *tc = cache_for_spares();
+	struct pa_tcache *tc = cache_real();
 	if (tc == NULL) {
 		meta_free(&span_pool, s);
 		return;
