@@ -182,8 +182,10 @@ PA_API void pa_free_aligned_sized(void *p, size_t alignment, size_t size);
  * pages resident). Returns 1 if memory was released, else 0. */
 PA_API int pa_malloc_trim(size_t pad);
 
-/* Hand the calling thread's object cache back to the central lists. Other
- * threads' caches are flushed when those threads exit. */
+/* Hand the calling thread's object cache back to the spans, and the batches
+ * that thread caches gave back and the central lists keep for the next
+ * refill (the stashes: tcmalloc's transfer caches) too. Other threads'
+ * caches are flushed when those threads exit. */
 PA_API void pa_thread_cache_flush(void);
 
 /* Size classes: objects up to PA_MALLOC_MAX_SMALL bytes share spans of
@@ -196,7 +198,7 @@ struct pa_class_stats {
 	size_t spans;   /* spans of this class */
 	size_t pages;   /* their pages */
 	size_t objects; /* live objects: returned by malloc and not freed */
-	size_t cached;  /* free objects held in thread caches */
+	size_t cached;  /* free objects held in thread caches and stashes */
 	size_t bytes;   /* objects * size */
 };
 

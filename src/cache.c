@@ -35,7 +35,7 @@ static void list_give_all(unsigned cls, struct pa_tc_list *l)
 {
 	if (l->count == 0)
 		return;
-	central_give(cls, l->head, l->count);
+	central_give(cls, l->head, l->count, 0);
 	l->head = NULL;
 	__atomic_store_n(&l->count, 0, __ATOMIC_RELAXED);
 }
@@ -173,7 +173,7 @@ static void list_give_older_half(unsigned cls, struct pa_tc_list *l)
 	void **last = l->head;
 	for (uint32_t k = 1; k < keep; k++)
 		last = last[0];
-	central_give(cls, last[0], l->count - keep);
+	central_give(cls, last[0], l->count - keep, 0);
 	last[0] = NULL;
 	__atomic_store_n(&l->count, keep, __ATOMIC_RELAXED);
 }
@@ -204,7 +204,7 @@ void *cache_alloc_slow(unsigned cls)
 	void *head;
 	if (tc == NULL || tc == &cache_gone) {
 		/* No cache: one object straight from the central list. */
-		if (central_take(cls, 1, &head) == 0)
+		if (central_take(cls, 1, &head, 0) == 0)
 			return NULL;
 		((void **)head)[1] = NULL;
 		return head;
@@ -212,7 +212,7 @@ void *cache_alloc_slow(unsigned cls)
 	cache_keep_share(tc);
 	struct pa_tc_list *l = &tc->lists[cls];
 	unsigned batch = cache_batch(cls);
-	unsigned n = central_take(cls, l->max < batch ? l->max : batch, &head);
+	unsigned n = central_take(cls, l->max < batch ? l->max : batch, &head, 1);
 	if (n == 0)
 		return NULL;
 	/* Slow start (tcmalloc's): a list's bound grows by one at each refill
@@ -234,7 +234,7 @@ void cache_free_slow(unsigned cls, void *p)
 	void **o = p;
 	if (tc == NULL || tc == &cache_gone) {
 		o[0] = NULL;
-		central_give(cls, o, 1);
+		central_give(cls, o, 1, 0);
 		return;
 	}
 	struct pa_tc_list *l = &tc->lists[cls];
@@ -253,7 +253,7 @@ void cache_free_slow(unsigned cls, void *p)
 			last = last[0];
 		void *rest = last[0];
 		last[0] = NULL;
-		central_give(cls, l->head, n);
+		central_give(cls, l->head, n, 1);
 		l->head = rest;
 		count -= n;
 	}

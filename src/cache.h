@@ -37,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "central.h"
 #include "malloc_internal.h"
 #include "sizeclass_table.h"
 #include "span.h"
@@ -100,8 +101,7 @@ static inline struct pa_tcache *cache_real(void)
 /* Objects per batch moved between a thread cache and the central list. */
 static inline unsigned cache_batch(unsigned cls)
 {
-	unsigned n = (unsigned)(16384 / pa_sizeclasses[cls].size);
-	return n < 1 ? 1 : n > 32 ? 32 : n;
+	return central_batch(cls);
 }
 
 /* The list of cls was empty: refill it and return one object, or NULL

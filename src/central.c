@@ -12,6 +12,7 @@
 #include "vg.h"
 
 struct pa_central central[PA_SC_NUM_CLASSES];
+void *central_stash[PA_SC_NUM_CLASSES][CENTRAL_STASH_MAX];
 
 /* The background sweep runs while free objects in spans hold more than
  * 1/CENTRAL_SWEEP_SHARE of the pages in use (and at least CENTRAL_SWEEP_MIN
@@ -20,6 +21,8 @@ struct pa_central central[PA_SC_NUM_CLASSES];
 #define CENTRAL_SWEEP_SHARE 32u
 #define CENTRAL_SWEEP_MIN ((size_t)1 << 20)
 #define CENTRAL_SWEEP_SPANS 64u
+/* How often the stashes give back what they did not use (ms). */
+#define CENTRAL_STASH_DECAY_MS 250u
 
 static void list_push(struct pa_central *c, struct pa_span *s)
 {
@@ -118,12 +121,28 @@ static unsigned take_from(struct pa_central *c, struct pa_span *s, unsigned want
 	return got;
 }
 
-unsigned central_take(unsigned cls, unsigned n, void **head)
+/* Stash batches a class may hold (CENTRAL_STASH_MAX, CENTRAL_STASH_BYTES). */
+static unsigned stash_cap(unsigned cls)
+{
+	size_t n = CENTRAL_STASH_BYTES / ((size_t)central_batch(cls) * pa_sizeclasses[cls].size);
+	return n < CENTRAL_STASH_MAX ? (unsigned)n : CENTRAL_STASH_MAX;
+}
+
+unsigned central_take(unsigned cls, unsigned n, void **head, int stash)
 {
 	struct pa_central *c = &central[cls];
 	void *list = NULL, **tail = &list;
 	unsigned got = 0;
 	lock_acquire(&c->lock);
+	if (stash && c->nstash != 0 && n == central_batch(cls)) {
+		uint32_t k = c->nstash - 1;
+		*head = central_stash[cls][k];
+		__atomic_store_n(&c->nstash, k, __ATOMIC_RELAXED);
+		if (k < c->stash_low)
+			c->stash_low = k;
+		lock_release(&c->lock);
+		return n;
+	}
 	while (got < n) {
 		struct pa_span *s = c->partial;
 		if (s == NULL && (s = grow_locked(c, cls)) == NULL)
@@ -156,13 +175,12 @@ static void retire_locked(struct pa_central *c, struct pa_span *s)
 	span_delete(s);
 }
 
-void central_give(unsigned cls, void *head, unsigned n)
+/* Give n objects, linked from head, back to their spans; lock held. */
+static void give_locked(struct pa_central *c, void *head, unsigned n)
 {
-	struct pa_central *c = &central[cls];
 	uint32_t now = pages_epoch();
 	struct pa_span *s = NULL;
 	uintptr_t span_bytes = 0;
-	lock_acquire(&c->lock);
 	for (unsigned k = 0; k < n; k++) {
 		void **o = head;
 		head = o[0];
@@ -195,7 +213,46 @@ void central_give(unsigned cls, void *head, unsigned n)
 		}
 	}
 	c->out -= n;
+}
+
+void central_give(unsigned cls, void *head, unsigned n, int stash)
+{
+	struct pa_central *c = &central[cls];
+	lock_acquire(&c->lock);
+	if (stash && n == central_batch(cls) && c->nstash < stash_cap(cls)) {
+		central_stash[cls][c->nstash] = head;
+		__atomic_store_n(&c->nstash, c->nstash + 1, __ATOMIC_RELAXED);
+	} else {
+		give_locked(c, head, n);
+	}
 	lock_release(&c->lock);
+}
+
+size_t central_stashed(unsigned cls)
+{
+	return (size_t)__atomic_load_n(&central[cls].nstash, __ATOMIC_RELAXED) * central_batch(cls);
+}
+
+size_t central_stash_drain(int all)
+{
+	size_t moved = 0;
+	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
+		struct pa_central *c = &central[cls];
+		if (__atomic_load_n(&c->nstash, __ATOMIC_RELAXED) == 0)
+			continue;
+		lock_acquire(&c->lock);
+		uint32_t n = all ? c->nstash : c->stash_low, left = c->nstash - n;
+		unsigned batch = central_batch(cls);
+		for (uint32_t k = 0; k < n; k++) /* the oldest first */
+			give_locked(c, central_stash[cls][k], batch);
+		for (uint32_t k = 0; k < left; k++)
+			central_stash[cls][k] = central_stash[cls][n + k];
+		__atomic_store_n(&c->nstash, left, __ATOMIC_RELAXED);
+		c->stash_low = left;
+		lock_release(&c->lock);
+		moved += (size_t)n * batch;
+	}
+	return moved;
 }
 
 /* ---- releasing the free pages inside spans -------------------------------- */
@@ -285,8 +342,17 @@ static size_t free_in_spans(void)
 	return bytes;
 }
 
-size_t central_sweep_background(uint32_t now, uint32_t min_age)
+size_t central_sweep_background(uint32_t now, uint32_t min_age, int heap_busy)
 {
+	/* Stashed batches unused for a decay period go to their spans (which
+	 * may empty and go to the page heap, for the scavenger). */
+	static uint32_t last_decay;
+	if ((uint32_t)(now - last_decay) >= CENTRAL_STASH_DECAY_MS) {
+		last_decay = now;
+		central_stash_drain(0);
+	}
+	if (heap_busy)
+		return 0;
 	/* Descriptor pages first: cheap to look at, and quiet blocks only. */
 	size_t meta = span_meta_trim(0);
 	size_t mapped, released, inuse;

@@ -24,26 +24,68 @@
 
 struct pa_span;
 
+/* Objects per batch moved between a thread cache and the central list:
+ * 16 KiB worth, at least 1 and at most 32. */
+static inline unsigned central_batch(unsigned cls)
+{
+	unsigned n = (unsigned)(16384 / pa_sizeclasses[cls].size);
+	return n < 1 ? 1 : n > 32 ? 32 : n;
+}
+
+/*
+ * Whole batches that thread caches gave back wait in a stash (tcmalloc's
+ * transfer cache) for the next refill, which takes one in O(1): its objects
+ * are already linked, from their frees, so neither side walks them, looks
+ * up their spans or writes their links again. At most CENTRAL_STASH_MAX
+ * batches and CENTRAL_STASH_BYTES per class; past that a batch goes to its
+ * spans. Batches the stash did not need for a while go to their spans
+ * (central_stash_decay), and pa_malloc_trim empties every stash, so spans
+ * still empty and go back to the page heap when a program stops using a
+ * class.
+ */
+#define CENTRAL_STASH_MAX 64u
+#define CENTRAL_STASH_BYTES ((size_t)1 << 20)
+
 struct pa_central {
 	pa_lock lock;
 	/* Protected by lock. */
 	struct pa_span *partial; /* spans with at least one free object */
 	size_t spans;            /* spans of this class */
-	size_t out;              /* objects out of their spans: in caches or live */
+	size_t out;              /* objects out of their spans: in caches, stashed or live */
 	size_t rel_pages;        /* 4 KiB pages of its spans released by central_sweep */
 	size_t dirty;            /* spans with an object back since their last sweep */
+	uint32_t nstash;         /* central_stash[cls][0, nstash): batches, oldest
+	                          * first (relaxed atomic stores: the stats read it) */
+	uint32_t stash_low;      /* the fewest batches stashed since the last decay */
 } __attribute__((aligned(64)));
+
+/* Each class's stash, apart from central[] so that a class that never
+ * stashes makes none of it resident: under the class's lock. */
+extern void *central_stash[PA_SC_NUM_CLASSES][CENTRAL_STASH_MAX];
 
 extern struct pa_central central[PA_SC_NUM_CLASSES];
 
 /* Take up to n objects of class cls; they are linked through their first
- * word from *head. Returns how many (0: out of memory, errno = ENOMEM). */
-unsigned central_take(unsigned cls, unsigned n, void **head);
+ * word from *head. Returns how many (0: out of memory, errno = ENOMEM).
+ * With `stash` (a thread cache's refill), a whole batch (n ==
+ * central_batch(cls)) comes from the stash when it has one. */
+unsigned central_take(unsigned cls, unsigned n, void **head, int stash);
 
 /* Give n objects of class cls, linked through their first word, back to
- * their spans. An object whose span says it is free already is reported as
- * a double free (abort). */
-void central_give(unsigned cls, void *head, unsigned n);
+ * their spans, or with `stash` (a thread cache's overflow) a whole batch to
+ * the stash while it has room. An object whose span says it is free
+ * already is reported as a double free (abort; a stashed one when its
+ * batch goes to the spans). */
+void central_give(unsigned cls, void *head, unsigned n, int stash);
+
+/* Objects of class cls in its stash (racy: for the stats). */
+size_t central_stashed(unsigned cls);
+
+/* Send the stashed batches of every class to their spans: all of them
+ * (all != 0), or those the stash kept unused since the previous call (the
+ * fewest it held meanwhile: jemalloc's and tcmalloc's low-water mark).
+ * Returns objects moved. */
+size_t central_stash_drain(int all);
 
 /*
  * Release the 4 KiB pages inside partly free spans that hold no object out
@@ -55,10 +97,12 @@ void central_give(unsigned cls, void *head, unsigned n);
  */
 size_t central_sweep(uint32_t now, uint32_t min_age, unsigned max_spans);
 
-/* The scavenger's hook (pages_set_sweep): a central_sweep step of a few
- * spans, when free objects in spans are a large enough share of the heap's
- * pages in use to be worth splitting huge pages for. */
-size_t central_sweep_background(uint32_t now, uint32_t min_age);
+/* The scavenger's hook (pages_set_sweep), at every wake: the stashes'
+ * decay (central_stash_drain(0)) every CENTRAL_STASH_DECAY_MS; and, unless
+ * heap_busy, a central_sweep step of a few spans when free objects in spans
+ * are a large enough share of the heap's pages in use to be worth
+ * splitting huge pages for. */
+size_t central_sweep_background(uint32_t now, uint32_t min_age, int heap_busy);
 
 /* Bytes of span pages the sweep released and no object has touched since. */
 size_t central_released_bytes(void);

@@ -608,12 +608,15 @@ void *pa_reallocarray(void *p, size_t n, size_t size)
 
 void pa_thread_cache_flush(void)
 {
+	/* The stashes first: spans they empty leave their records in this
+	 * thread's spares, which the cache's flush gives back. */
+	central_stash_drain(1);
 	cache_flush_self();
 }
 
 int pa_malloc_trim(size_t pad)
 {
-	cache_flush_self();
+	pa_thread_cache_flush();
 	pa_cache_flush();
 	size_t swept = central_sweep(pages_epoch(), 0, UINT_MAX);
 	swept += span_meta_trim(1); /* pages of span descriptors that are all free */

@@ -37,11 +37,12 @@ int pa_malloc_stats(struct pa_malloc_stats *out)
 		struct pa_central *c = &central[cls];
 		struct pa_class_stats *k = &out->classes[cls];
 		lock_acquire(&c->lock);
-		size_t spans = c->spans, objects_out = c->out;
+		size_t spans = c->spans, objects_out = c->out, stashed = central_stashed(cls);
 		lock_release(&c->lock);
 		k->size = pa_sizeclasses[cls].size;
 		k->spans = spans;
 		k->pages = spans * pa_sizeclasses[cls].pages;
+		held[cls] += stashed;
 		k->cached = held[cls] < objects_out ? held[cls] : objects_out;
 		k->objects = objects_out - k->cached;
 		k->bytes = k->objects * k->size;

@@ -51,9 +51,9 @@ void pages_totals(size_t *mapped, size_t *released, size_t *inuse_outside_caches
  * (0 while it never ran). */
 uint32_t pages_epoch(void);
 
-/* Let the background scavenger call fn when the heap has nothing to release
- * (scavenger.h: sweep). Call from pages_once. */
-void pages_set_sweep(size_t (*fn)(uint32_t now, uint32_t min_age));
+/* Let the background scavenger call fn at every wake (scavenger.h: sweep).
+ * Call from pages_once. */
+void pages_set_sweep(size_t (*fn)(uint32_t now, uint32_t min_age, int heap_busy));
 
 /* Fork handlers that run around the page heap's own: the malloc layer's
  * locks are taken before the heap's and reset after. Call from pages_once. */

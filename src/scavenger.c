@@ -234,11 +234,11 @@ static void *scav_main(void *arg)
 		else if (__atomic_load_n(&s->conf.enabled, __ATOMIC_RELAXED)) {
 			uint32_t delay = __atomic_load_n(&s->conf.delay_ms, __ATOMIC_RELAXED);
 			released = scav_step(s, delay);
-			size_t (*sweep)(uint32_t, uint32_t) =
+			size_t (*sweep)(uint32_t, uint32_t, int) =
 			    __atomic_load_n(&s->sweep, __ATOMIC_ACQUIRE);
-			if (released == 0 && sweep != NULL)
-				released =
-				    sweep(__atomic_load_n(&h->epoch, __ATOMIC_RELAXED), delay) != 0;
+			if (sweep != NULL && sweep(__atomic_load_n(&h->epoch, __ATOMIC_RELAXED),
+			                           delay, released != 0) != 0)
+				released = 1;
 		}
 		uint64_t cpu = os_thread_cpu_ns(), cost = cpu - cpu_prev;
 		cpu_prev = cpu;

@@ -56,10 +56,12 @@ struct pa_scavenger {
 	uint32_t wake; /* futex word: bumped to wake the thread early */
 	pthread_t thread;
 	uint64_t ewma_cost_ns;
-	/* The layer above's own release (the malloc layer's span sweep): called
-	 * by the thread when the heap had nothing to release, with the epoch and
-	 * scavenge_delay_ms; returns bytes released. Set once, before start. */
-	size_t (*sweep)(uint32_t now, uint32_t min_age);
+	/* The layer above's own release (the malloc layer's span sweep and
+	 * stash decay): called by the thread at every wake while enabled, with
+	 * the epoch, scavenge_delay_ms and whether the heap released pages in
+	 * this step (heap_busy: then only the layer's periodic work, no
+	 * sweep); returns bytes released. Set once, before start. */
+	size_t (*sweep)(uint32_t now, uint32_t min_age, int heap_busy);
 
 	/* Statistics (atomics). */
 	uint64_t released_bytes;  /* released over the process's life */

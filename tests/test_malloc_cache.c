@@ -12,6 +12,7 @@
 #include "testutil.h"
 
 #include "cache.h"
+#include "central.h"
 #include "pagealloc.h"
 #include "sizeclass_table.h"
 #include "span.h"
@@ -254,6 +255,139 @@ static void large_objects_outlive_the_thread_that_counted_them(void **state)
 	TU_EQ(m2.heap_inuse, m0.heap_inuse);
 }
 
+/* ---- the central lists' stashes -------------------------------------------- */
+
+#define ST_OBJECTS 96
+
+struct stash_run {
+	size_t spans_before, spans_after_frees, spans_after_mallocs;
+	size_t list_after_frees, stashed_after_frees, stashed_after_mallocs;
+	size_t same; /* objects of the second round that the first round freed */
+};
+
+static size_t class_spans(unsigned cls)
+{
+	struct pa_malloc_stats m;
+	assert_int_equal(pa_malloc_stats(&m), 0);
+	return m.classes[cls].spans;
+}
+
+/* 96 objects of 1 KiB, freed into an empty list, then 96 again. */
+static void *stash_thread(void *arg)
+{
+	struct stash_run *r = arg;
+	unsigned cls = pa_size_to_class(1024);
+	static void *a[ST_OBJECTS], *b[ST_OBJECTS];
+	for (int k = 0; k < ST_OBJECTS; k++)
+		a[k] = pa_malloc(1024);
+	pa_thread_cache_flush(); /* the objects of the last refill not handed out */
+	r->spans_before = class_spans(cls);
+	for (int k = 0; k < ST_OBJECTS; k++)
+		pa_free(a[k]);
+	r->spans_after_frees = class_spans(cls);
+	r->list_after_frees = cache_self->lists[cls].count;
+	r->stashed_after_frees = central_stashed(cls);
+	for (int k = 0; k < ST_OBJECTS; k++)
+		b[k] = pa_malloc(1024);
+	r->spans_after_mallocs = class_spans(cls);
+	r->stashed_after_mallocs = central_stashed(cls);
+	r->same = 0;
+	for (int k = 0; k < ST_OBJECTS; k++)
+		for (int j = 0; j < ST_OBJECTS; j++)
+			r->same += b[k] == a[j];
+	for (int k = 0; k < ST_OBJECTS; k++)
+		pa_free(b[k]);
+	return NULL;
+}
+
+/* The batches a full list gives back wait in the stash, every one of them
+ * (96 KiB is far below the stash's 1 MiB), so no span empties; the second
+ * round refills from the stash whole batches at a time and gets back
+ * exactly the 96 objects the first round freed, with no new span. */
+static void stashed_batches_come_back_whole_to_the_next_refill(void **state)
+{
+	(void)state;
+	unsigned cls = pa_size_to_class(1024), batch = cache_batch(cls);
+	TU_EQ(batch, 16);
+	struct stash_run r;
+	run_in_thread(stash_thread, &r);
+	TU_EQ(r.spans_after_frees, r.spans_before);
+	TU_EQ(r.list_after_frees + r.stashed_after_frees, ST_OBJECTS);
+	TU_EQ(r.stashed_after_frees % batch, 0);
+	assert_true(r.stashed_after_frees >= 2 * batch);
+	TU_EQ(r.stashed_after_mallocs, 0);
+	TU_EQ(r.spans_after_mallocs, r.spans_before);
+	TU_EQ(r.same, ST_OBJECTS);
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+}
+
+/* A stash holds at most 1 MiB of a class: of 40 freed 32 KiB objects
+ * (batch 1, list bound 2), 32 wait in the stash, 2 in the list, and the
+ * other 6 go back to their spans. */
+static void *stash_cap_thread(void *arg)
+{
+	size_t *stashed = arg;
+	static void *a[40];
+	for (int k = 0; k < 40; k++)
+		a[k] = pa_malloc(32768);
+	for (int k = 0; k < 40; k++)
+		pa_free(a[k]);
+	unsigned cls = pa_size_to_class(32768);
+	stashed[0] = central_stashed(cls);
+	stashed[1] = cache_self->lists[cls].count;
+	return NULL;
+}
+
+static void a_stash_holds_at_most_one_mib_of_its_class(void **state)
+{
+	(void)state;
+	unsigned cls = pa_size_to_class(32768);
+	TU_EQ(cache_batch(cls), 1);
+	size_t got[2];
+	run_in_thread(stash_cap_thread, got);
+	TU_EQ(got[0], 32);
+	TU_EQ(got[1], 2);
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+}
+
+/* The decay: each call gives the spans the batches the stash held
+ * throughout the period since the previous one (the fewest it held). */
+static void *decay_thread(void *arg)
+{
+	size_t *moved = arg;
+	unsigned cls = pa_size_to_class(32768);
+	static void *a[8];
+	central_stash_drain(1);
+	for (int k = 0; k < 8; k++)
+		a[k] = pa_malloc(32768);
+	for (int k = 0; k < 8; k++)
+		pa_free(a[k]);             /* 6 stashed, 2 in the list */
+	moved[0] = central_stash_drain(0); /* a period starts: 0 */
+	a[0] = pa_malloc(32768);           /* from the list */
+	a[1] = pa_malloc(32768);
+	a[2] = pa_malloc(32768); /* the list is empty: a stashed one (5 left) */
+	moved[1] = central_stashed(cls);
+	moved[2] = central_stash_drain(0); /* 5: none used since */
+	moved[3] = central_stashed(cls);
+	for (int k = 0; k < 3; k++)
+		pa_free(a[k]);
+	return NULL;
+}
+
+static void the_decay_gives_back_what_the_stash_did_not_use(void **state)
+{
+	(void)state;
+	size_t moved[4];
+	run_in_thread(decay_thread, moved);
+	TU_EQ(moved[0], 0);
+	TU_EQ(moved[1], 5);
+	TU_EQ(moved[2], 5);
+	TU_EQ(moved[3], 0);
+	pa_thread_cache_flush();
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -269,6 +403,9 @@ int main(void)
 	    TU_TEST(share_is_the_total_over_the_caches),
 	    TU_TEST(span_records_move_four_at_a_time),
 	    TU_TEST(large_objects_outlive_the_thread_that_counted_them),
+	    TU_TEST(stashed_batches_come_back_whole_to_the_next_refill),
+	    TU_TEST(a_stash_holds_at_most_one_mib_of_its_class),
+	    TU_TEST(the_decay_gives_back_what_the_stash_did_not_use),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -29,6 +29,7 @@
 #include "testutil.h"
 
 #include "cache.h"
+#include "central.h"
 #include "pagealloc.h"
 #include "pagemap.h"
 #include "span.h"
@@ -79,11 +80,21 @@ static int span_has_it_free(void *p)
 	return exact && !span_bit(s, i);
 }
 
+/* Is p in one of the batches stashed for class cls? */
+static int in_stash(unsigned cls, void *p)
+{
+	for (uint32_t k = 0; k < central[cls].nstash; k++)
+		for (void **o = central_stash[cls][k]; o != NULL; o = o[0])
+			if (o == p)
+				return 1;
+	return 0;
+}
+
 /* With the cache's list empty, free `max` other 64-byte blocks (the list
  * is then full), then p: the overflow gives the newest batch, p with it,
- * back to the spans. A keeper stays live so p's span is not retired (its
- * page-map entry stays). */
-static void small_double_free_after_cache_overflow(void)
+ * back to the central list's stash. A keeper stays live so p's span is not
+ * retired (its page-map entry stays). */
+static void *overflow_with(void)
 {
 	unsigned cls = pa_size_to_class(64), max = 2 * cache_batch(cls);
 	static void *other[256];
@@ -92,10 +103,26 @@ static void small_double_free_after_cache_overflow(void)
 		other[k] = pa_malloc(64);
 	if (pagemap_lookup((uintptr_t)keeper) != pagemap_lookup((uintptr_t)p))
 		setup_failed();  /* the batches are contiguous: expected one span */
-	pa_thread_cache_flush(); /* the list is empty */
+	pa_thread_cache_flush(); /* the list and the stash are empty */
 	for (unsigned k = 0; k < max; k++)
 		pa_free(other[k]);
 	pa_free(p);
+	if (!in_stash(cls, p) || span_has_it_free(p))
+		setup_failed(); /* p waits in the stash, out of its span */
+	return p;
+}
+
+/* p's batch waits in the stash: its free-key catches the second free. */
+static void small_double_free_while_its_batch_is_stashed(void)
+{
+	pa_free(set_ptr(overflow_with()));
+}
+
+/* The stash gives p's batch to the spans: the span's bit catches it. */
+static void small_double_free_after_a_cache_overflow(void)
+{
+	void *p = overflow_with();
+	central_stash_drain(1);
 	if (!span_has_it_free(p))
 		setup_failed();
 	pa_free(set_ptr(p));
@@ -266,7 +293,9 @@ struct fault_case {
 
 static const struct fault_case cases[] = {
     {"small double free, at once", small_double_free_at_once, "free", DOUBLE_FREE},
-    {"small double free, after a cache overflow", small_double_free_after_cache_overflow, "free",
+    {"small double free, its batch stashed", small_double_free_while_its_batch_is_stashed, "free",
+     DOUBLE_FREE},
+    {"small double free, after a cache overflow", small_double_free_after_a_cache_overflow, "free",
      DOUBLE_FREE},
     {"small double free, span back in the heap", small_double_free_after_its_span_went_back, "free",
      FOREIGN},
