@@ -215,7 +215,7 @@ struct pa_malloc_stats {
 	size_t heap_idle;         /* heap_sys - heap_inuse: free pages, resident or not */
 	size_t heap_released;     /* free pages returned to the OS */
 	size_t live_objects;      /* small and large objects returned and not freed */
-	size_t cached_bytes;      /* free objects held in thread caches */
+	size_t cached_bytes;      /* free objects held in thread caches and stashes */
 	size_t heap_usage;        /* heap_sys - heap_released - span_released (seed 000's
 	                             heapUsage: the heap's resident memory) */
 	size_t max_fragmentation; /* heap_inuse - heap_alloc (seed 000's maxFragmentation) */
@@ -224,6 +224,8 @@ struct pa_malloc_stats {
 	size_t thread_caches;     /* threads that have an object cache */
 	size_t span_released;     /* free 4 KiB pages inside spans returned to the OS (part of
 	                             heap_inuse; the scavenger's sweep, pa_malloc_trim) */
+	size_t stashed_bytes;     /* the part of cached_bytes in the central stashes
+	                             (pa_thread_cache_flush) */
 	size_t nclasses;          /* entries of classes[] used (class 0 is unused) */
 	struct pa_class_stats classes[PA_MALLOC_MAX_CLASSES];
 };

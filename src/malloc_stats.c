@@ -43,6 +43,7 @@ int pa_malloc_stats(struct pa_malloc_stats *out)
 		k->spans = spans;
 		k->pages = spans * pa_sizeclasses[cls].pages;
 		held[cls] += stashed;
+		out->stashed_bytes += stashed * pa_sizeclasses[cls].size;
 		k->cached = held[cls] < objects_out ? held[cls] : objects_out;
 		k->objects = objects_out - k->cached;
 		k->bytes = k->objects * k->size;

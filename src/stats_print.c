@@ -318,7 +318,9 @@ static void print_heap(struct out *o, const struct pa_malloc_stats *ms)
 	out_uint(o, ms->thread_caches);
 	out_str(o, ", holding ");
 	out_mib_bytes(o, ms->cached_bytes);
-	out_str(o, " of free objects; each keeps at most ");
+	out_str(o, " of free objects (");
+	out_mib(o, ms->stashed_bytes);
+	out_str(o, " of them in the central stashes); each keeps at most ");
 	out_mib(o, cache_share());
 	out_str(o, " (thread_cache_total over the caches)\n");
 	out_bytes_line(o, "heapUsage", ms->heap_usage,

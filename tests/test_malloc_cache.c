@@ -263,6 +263,7 @@ struct stash_run {
 	size_t spans_before, spans_after_frees, spans_after_mallocs;
 	size_t list_after_frees, stashed_after_frees, stashed_after_mallocs;
 	size_t same; /* objects of the second round that the first round freed */
+	size_t stashed_bytes, cached_bytes; /* pa_malloc_stats after the frees */
 };
 
 static size_t class_spans(unsigned cls)
@@ -287,6 +288,10 @@ static void *stash_thread(void *arg)
 	r->spans_after_frees = class_spans(cls);
 	r->list_after_frees = cache_self->lists[cls].count;
 	r->stashed_after_frees = central_stashed(cls);
+	struct pa_malloc_stats m;
+	assert_int_equal(pa_malloc_stats(&m), 0);
+	r->stashed_bytes = m.stashed_bytes;
+	r->cached_bytes = m.cached_bytes;
 	for (int k = 0; k < ST_OBJECTS; k++)
 		b[k] = pa_malloc(1024);
 	r->spans_after_mallocs = class_spans(cls);
@@ -314,6 +319,8 @@ static void stashed_batches_come_back_whole_to_the_next_refill(void **state)
 	TU_EQ(r.spans_after_frees, r.spans_before);
 	TU_EQ(r.list_after_frees + r.stashed_after_frees, ST_OBJECTS);
 	TU_EQ(r.stashed_after_frees % batch, 0);
+	TU_EQ(r.stashed_bytes, r.stashed_after_frees * 1024);
+	TU_EQ(r.cached_bytes, ST_OBJECTS * 1024);
 	assert_true(r.stashed_after_frees >= 2 * batch);
 	TU_EQ(r.stashed_after_mallocs, 0);
 	TU_EQ(r.spans_after_mallocs, r.spans_before);
