@@ -140,7 +140,7 @@ int cache_global_init(void)
 {
 	size_t cap = (size_t)PA_LARGE_SLOTS_MAX_PAGES * PA_PAGE_SIZE;
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
-		cap += 2 * (size_t)cache_batch(cls) * pa_sizeclasses[cls].size;
+		cap += 2 * (size_t)central_batch(cls) * pa_sizeclasses[cls].size;
 	cache_capacity = cap;
 	return pthread_key_create(&exit_key, thread_exit) == 0 ? 0 : -1;
 }
@@ -211,7 +211,7 @@ void *cache_alloc_slow(unsigned cls)
 	}
 	cache_keep_share(tc);
 	struct pa_tc_list *l = &tc->lists[cls];
-	unsigned batch = cache_batch(cls);
+	unsigned batch = central_batch(cls);
 	unsigned n = central_take(cls, l->max < batch ? l->max : batch, &head, 1);
 	if (n == 0)
 		return NULL;
@@ -241,7 +241,7 @@ void cache_free_slow(unsigned cls, void *p)
 	o[0] = l->head;
 	l->head = o;
 	uint32_t count = l->count + 1;
-	unsigned batch = cache_batch(cls);
+	unsigned batch = central_batch(cls);
 	if (count > l->max && l->max < batch)
 		l->max++; /* slow start, for a thread that frees more than it takes */
 	if (count > l->max) {

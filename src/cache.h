@@ -98,12 +98,6 @@ static inline struct pa_tcache *cache_real(void)
 	return tc->lists[1].max != 0 ? tc : NULL;
 }
 
-/* Objects per batch moved between a thread cache and the central list. */
-static inline unsigned cache_batch(unsigned cls)
-{
-	return central_batch(cls);
-}
-
 /* The list of cls was empty: refill it and return one object, or NULL
  * (errno = ENOMEM). */
 void *cache_alloc_slow(unsigned cls);

@@ -39,7 +39,8 @@ static inline unsigned central_batch(unsigned cls)
  * up their spans or writes their links again. At most CENTRAL_STASH_MAX
  * batches and CENTRAL_STASH_BYTES per class; past that a batch goes to its
  * spans. Batches the stash did not need for a while go to their spans
- * (central_stash_decay), and pa_malloc_trim empties every stash, so spans
+ * (central_stash_drain(0), from the scavenger thread), and
+ * pa_thread_cache_flush and pa_malloc_trim empty every stash, so spans
  * still empty and go back to the page heap when a program stops using a
  * class.
  */

@@ -73,7 +73,7 @@ static void first_refills_take_one_two_three_objects(void **state)
 	(void)state;
 	unsigned cls = pa_size_to_class(1024);
 	TU_EQ(pa_sizeclasses[cls].size, 1024);
-	TU_EQ(cache_batch(cls), 16);
+	TU_EQ(central_batch(cls), 16);
 	struct slow_start r;
 	run_in_thread(slow_start_thread, &r);
 	static const size_t want[SS_MALLOCS] = {0, 1, 0, 2, 1, 0, 3, 2, 1, 0, 4, 3};
@@ -157,7 +157,7 @@ static void share_is_the_total_over_the_caches(void **state)
 	assert_int_equal(pa_config_set("thread_cache_total", "1G"), 0);
 	size_t cap = (size_t)PA_LARGE_SLOTS_MAX_PAGES * PA_PAGE_BYTES;
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
-		cap += 2 * (size_t)cache_batch(cls) * pa_sizeclasses[cls].size;
+		cap += 2 * (size_t)central_batch(cls) * pa_sizeclasses[cls].size;
 	TU_EQ(cache_share(), cap);
 	assert_int_equal(pa_config_set("thread_cache_total", "8M"), 0);
 }
@@ -312,7 +312,7 @@ static void *stash_thread(void *arg)
 static void stashed_batches_come_back_whole_to_the_next_refill(void **state)
 {
 	(void)state;
-	unsigned cls = pa_size_to_class(1024), batch = cache_batch(cls);
+	unsigned cls = pa_size_to_class(1024), batch = central_batch(cls);
 	TU_EQ(batch, 16);
 	struct stash_run r;
 	run_in_thread(stash_thread, &r);
@@ -350,7 +350,7 @@ static void a_stash_holds_at_most_one_mib_of_its_class(void **state)
 {
 	(void)state;
 	unsigned cls = pa_size_to_class(32768);
-	TU_EQ(cache_batch(cls), 1);
+	TU_EQ(central_batch(cls), 1);
 	size_t got[2];
 	run_in_thread(stash_cap_thread, got);
 	TU_EQ(got[0], 32);

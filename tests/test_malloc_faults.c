@@ -96,7 +96,7 @@ static int in_stash(unsigned cls, void *p)
  * retired (its page-map entry stays). */
 static void *overflow_with(void)
 {
-	unsigned cls = pa_size_to_class(64), max = 2 * cache_batch(cls);
+	unsigned cls = pa_size_to_class(64), max = 2 * central_batch(cls);
 	static void *other[256];
 	void *keeper = pa_malloc(64), *p = pa_malloc(64);
 	for (unsigned k = 0; k < max; k++)

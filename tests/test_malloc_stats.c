@@ -17,7 +17,7 @@
  * span counts are absolute; other figures are deltas. Objects taken from a
  * fresh class are contiguous and handed out in address order: the central
  * list fills one span before it opens the next, and a refill (at most
- * cache_batch: 32 objects) comes lowest address first.
+ * central_batch: 32 objects) comes lowest address first.
  */
 #include <sys/mman.h>
 
