@@ -224,8 +224,9 @@ struct pa_malloc_stats {
 	size_t thread_caches;     /* threads that have an object cache */
 	size_t span_released;     /* free 4 KiB pages inside spans returned to the OS (part of
 	                             heap_inuse; the scavenger's sweep, pa_malloc_trim) */
-	size_t stashed_bytes;     /* the part of cached_bytes in the central stashes
-	                             (pa_thread_cache_flush) */
+	size_t stashed_bytes;     /* the part of cached_bytes in the central stashes,
+	                             small batches and large blocks of up to 128 KiB
+	                             (pa_thread_cache_flush empties them) */
 	size_t nclasses;          /* entries of classes[] used (class 0 is unused) */
 	struct pa_class_stats classes[PA_MALLOC_MAX_CLASSES];
 };

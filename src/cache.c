@@ -104,8 +104,11 @@ int cache_large_put(struct pa_span *s)
 		return 0;
 	while (tc->nlarge > 0 && (tc->nlarge == PA_LARGE_SLOTS ||
 	                          tc->large_pages + s->npages > PA_LARGE_SLOTS_MAX_PAGES)) {
-		/* Make room: the oldest goes back to the page heap. */
-		large_release(cache_slot_remove(tc, 0));
+		/* Make room: the oldest goes to the large stash, for any
+		 * thread, or back to the page heap. */
+		struct pa_span *old = cache_slot_remove(tc, 0);
+		if (!central_large_put(old))
+			large_release(old);
 	}
 	cache_slot_append(tc, s);
 	return 1;

@@ -52,7 +52,9 @@ struct pa_tc_list {
  * PA_LARGE_SLOTS of them, each at most PA_LARGE_SLOT_MAX_PAGES, together at
  * most PA_LARGE_SLOTS_MAX_PAGES (tcmalloc's thread caches serve up to
  * 256 KiB; glibc reuses its top chunk). Their pages stay allocated in the
- * page heap. */
+ * page heap. The oldest slot that makes room for a newer one goes to the
+ * large stash (central.h), where any thread's malloc of as many pages finds
+ * it, or, over the stash's bounds, back to the page heap. */
 #define PA_LARGE_SLOTS 4u
 #define PA_LARGE_SLOT_MAX_PAGES 128u  /* 1 MiB */
 #define PA_LARGE_SLOTS_MAX_PAGES 256u /* 2 MiB */

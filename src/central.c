@@ -5,6 +5,7 @@
 
 #include "bits.h"
 #include "central.h"
+#include "malloc_internal.h"
 #include "os.h"
 #include "pagemap.h"
 #include "pages.h"
@@ -13,6 +14,13 @@
 
 struct pa_central central[PA_SC_NUM_CLASSES];
 void *central_stash[PA_SC_NUM_CLASSES][CENTRAL_STASH_MAX];
+
+/* The large stash (central.h), under central[0].lock: per page count, the
+ * spans oldest first, and the fewest held since the last decay. */
+static struct large_stash {
+	uint32_t n, low;
+	struct pa_span *span[CENTRAL_LARGE_STASH_MAX];
+} large_stash[CENTRAL_LARGE_STASH_PAGES + 1];
 
 /* The background sweep runs while free objects in spans hold more than
  * 1/CENTRAL_SWEEP_SHARE of the pages in use (and at least CENTRAL_SWEEP_MIN
@@ -233,9 +241,87 @@ size_t central_stashed(unsigned cls)
 	return (size_t)__atomic_load_n(&central[cls].nstash, __ATOMIC_RELAXED) * central_batch(cls);
 }
 
+static unsigned large_stash_cap(size_t npages)
+{
+	size_t n = CENTRAL_STASH_BYTES / (npages * PA_PAGE_SIZE);
+	return n < CENTRAL_LARGE_STASH_MAX ? (unsigned)n : CENTRAL_LARGE_STASH_MAX;
+}
+
+int central_large_put(struct pa_span *s)
+{
+	size_t np = s->npages;
+	if (np > CENTRAL_LARGE_STASH_PAGES)
+		return 0;
+	struct large_stash *st = &large_stash[np];
+	lock_acquire(&central[0].lock);
+	int ok = st->n < large_stash_cap(np);
+	if (ok) {
+		st->span[st->n] = s;
+		__atomic_store_n(&st->n, st->n + 1, __ATOMIC_RELAXED);
+	}
+	lock_release(&central[0].lock);
+	return ok;
+}
+
+struct pa_span *central_large_take(size_t npages)
+{
+	if (npages > CENTRAL_LARGE_STASH_PAGES ||
+	    __atomic_load_n(&large_stash[npages].n, __ATOMIC_RELAXED) == 0)
+		return NULL;
+	struct large_stash *st = &large_stash[npages];
+	struct pa_span *s = NULL;
+	lock_acquire(&central[0].lock);
+	if (st->n != 0) {
+		uint32_t k = st->n - 1;
+		s = st->span[k]; /* the newest: its pages are the likeliest resident */
+		__atomic_store_n(&st->n, k, __ATOMIC_RELAXED);
+		if (k < st->low)
+			st->low = k;
+		span_bit_set(s, 0, 1);
+	}
+	lock_release(&central[0].lock);
+	return s;
+}
+
+void central_large_stashed(size_t *spans, size_t *pages)
+{
+	*spans = *pages = 0;
+	for (size_t np = 1; np <= CENTRAL_LARGE_STASH_PAGES; np++) {
+		size_t n = __atomic_load_n(&large_stash[np].n, __ATOMIC_RELAXED);
+		*spans += n;
+		*pages += n * np;
+	}
+}
+
+/* Stashed large spans to the page heap, as central_stash_drain says; the
+ * page heap's work after the stash's lock is released. Returns spans. */
+static size_t large_stash_drain(int all)
+{
+	struct pa_span *out[CENTRAL_LARGE_STASH_MAX];
+	size_t moved = 0;
+	for (size_t np = 1; np <= CENTRAL_LARGE_STASH_PAGES; np++) {
+		struct large_stash *st = &large_stash[np];
+		if (__atomic_load_n(&st->n, __ATOMIC_RELAXED) == 0)
+			continue;
+		lock_acquire(&central[0].lock);
+		uint32_t n = all ? st->n : st->low, left = st->n - n;
+		for (uint32_t k = 0; k < n; k++) /* the oldest first */
+			out[k] = st->span[k];
+		for (uint32_t k = 0; k < left; k++)
+			st->span[k] = st->span[n + k];
+		__atomic_store_n(&st->n, left, __ATOMIC_RELAXED);
+		st->low = left;
+		lock_release(&central[0].lock);
+		for (uint32_t k = 0; k < n; k++)
+			large_release(out[k]);
+		moved += n;
+	}
+	return moved;
+}
+
 size_t central_stash_drain(int all)
 {
-	size_t moved = 0;
+	size_t moved = large_stash_drain(all);
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
 		struct pa_central *c = &central[cls];
 		if (__atomic_load_n(&c->nstash, __ATOMIC_RELAXED) == 0)
@@ -379,20 +465,20 @@ size_t central_released_bytes(void)
 void central_lock_all(void)
 {
 	lock_acquire(&sweep_lock);
-	for (unsigned i = 1; i < PA_SC_NUM_CLASSES; i++)
+	for (unsigned i = 0; i < PA_SC_NUM_CLASSES; i++) /* 0: the large stash */
 		lock_acquire(&central[i].lock);
 }
 
 void central_unlock_all(void)
 {
-	for (unsigned i = PA_SC_NUM_CLASSES; i-- > 1;)
+	for (unsigned i = PA_SC_NUM_CLASSES; i-- > 0;)
 		lock_release(&central[i].lock);
 	lock_release(&sweep_lock);
 }
 
 void central_reset_locks(void)
 {
-	for (unsigned i = 1; i < PA_SC_NUM_CLASSES; i++)
+	for (unsigned i = 0; i < PA_SC_NUM_CLASSES; i++)
 		lock_init(&central[i].lock);
 	lock_init(&sweep_lock);
 }

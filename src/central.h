@@ -82,10 +82,37 @@ void central_give(unsigned cls, void *head, unsigned n, int stash);
 /* Objects of class cls in its stash (racy: for the stats). */
 size_t central_stashed(unsigned cls);
 
-/* Send the stashed batches of every class to their spans: all of them
- * (all != 0), or those the stash kept unused since the previous call (the
- * fewest it held meanwhile: jemalloc's and tcmalloc's low-water mark).
- * Returns objects moved. */
+/*
+ * Large objects have a stash too, per page count up to
+ * CENTRAL_LARGE_STASH_PAGES (objects of 32 KiB + 1 to 128 KiB): a large
+ * span that a thread's full large slots let go (cache.h) waits there, its
+ * pages still its own and its record still mapped, for a large malloc of
+ * exactly as many pages in any thread, which takes it without the page
+ * heap, the page map or the record pool. That is a producer's next 48 KiB
+ * buffer when its consumer frees the last one (wl-prodcons: the heap lock
+ * and the per-CPU page caches were 11% of its CPU). At most
+ * CENTRAL_LARGE_STASH_MAX spans and CENTRAL_STASH_BYTES of pages per page
+ * count; one lock for all of them (central[0]'s: class 0 is the large
+ * objects'). A stashed span's alloc bit 0 is clear, so a free of its
+ * object is a double free, as in the slots.
+ */
+#define CENTRAL_LARGE_STASH_PAGES 16u
+#define CENTRAL_LARGE_STASH_MAX 32u
+
+/* Keep freed large span s (alloc bit 0 clear) in the stash (1), or not (0:
+ * the caller releases it). */
+int central_large_put(struct pa_span *s);
+
+/* A stashed large span of exactly npages pages, marked live, or NULL. */
+struct pa_span *central_large_take(size_t npages);
+
+/* Spans and pages in the large stash (racy: for the stats). */
+void central_large_stashed(size_t *spans, size_t *pages);
+
+/* Send the stashed batches of every class to their spans, and stashed
+ * large spans to the page heap: all of them (all != 0), or those the stash
+ * kept unused since the previous call (the fewest it held meanwhile:
+ * jemalloc's and tcmalloc's low-water mark). Returns objects moved. */
 size_t central_stash_drain(int all);
 
 /*

@@ -142,7 +142,9 @@ static void *large_alloc_pages(size_t n, size_t align, int zero)
 	if (n > PTRDIFF_MAX || npages > LARGE_MAX_PAGES || extra > LARGE_MAX_PAGES ||
 	    malloc_ready() != 0)
 		goto nomem;
-	struct pa_span *s = extra == 0 && !vg_active() ? cache_large_take(npages) : NULL;
+	struct pa_span *s = NULL;
+	if (extra == 0 && !vg_active() && (s = cache_large_take(npages)) == NULL)
+		s = central_large_take(npages);
 	if (s != NULL) {
 		if (zero)
 			memset((void *)span_base(s), 0, n);
@@ -289,7 +291,14 @@ static inline void *small_alloc(unsigned cls, size_t n)
 		/* Load the next link before the count: the other order measured
 		 * ~11-13 ns per pair against ~9 ns on this project's AMD EPYC
 		 * machines (same instructions, in-run comparison). */
-		l->head = o[0];
+		void **next = o[0];
+		l->head = next;
+		/* The next malloc of this class loads next's link and clears
+		 * its free-key: start bringing its line in now. That load was
+		 * the miss of the fast path (wl-service: malloc 16% of the
+		 * run's CPU, most of it on this load); with the prefetch its
+		 * user time fell from 0.57 s to 0.50 s (medians of 5). */
+		__builtin_prefetch(next, 1);
 		__atomic_store_n(&l->count, l->count - 1, __ATOMIC_RELAXED);
 		o[1] = NULL; /* the free-key: this block is live now */
 		return o;

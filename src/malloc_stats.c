@@ -53,7 +53,13 @@ int pa_malloc_stats(struct pa_malloc_stats *out)
 		out->cached_bytes += k->cached * k->size;
 	}
 	/* Large: objects and pages held by large spans, less those waiting in
-	 * thread slots (racy while threads free; exact when they are quiet). */
+	 * thread slots or the large stash (racy while threads free; exact when
+	 * they are quiet). */
+	size_t stash_spans, stash_pages;
+	central_large_stashed(&stash_spans, &stash_pages);
+	slot_objects += stash_spans;
+	slot_pages += stash_pages;
+	out->stashed_bytes += stash_pages * PA_PAGE_SIZE;
 	if (slot_objects > held_objects)
 		slot_objects = held_objects;
 	if (slot_pages > held_pages)

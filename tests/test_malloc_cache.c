@@ -8,12 +8,14 @@
  * The scavenger is off.
  */
 #include <pthread.h>
+#include <string.h>
 
 #include "testutil.h"
 
 #include "cache.h"
 #include "central.h"
 #include "pagealloc.h"
+#include "pagemap.h"
 #include "sizeclass_table.h"
 #include "span.h"
 
@@ -395,6 +397,153 @@ static void the_decay_gives_back_what_the_stash_did_not_use(void **state)
 	pa_thread_cache_flush();
 }
 
+/* ---- the large stash ------------------------------------------------------ */
+
+#define LS_SIZE (48u << 10) /* 6 pages */
+
+struct large_run {
+	void *a[7], *b[5];
+	size_t stashed_spans, stashed_pages, stashed_bytes, cached_bytes;
+};
+
+static size_t large_stash_spans(void)
+{
+	size_t spans, pages;
+	central_large_stashed(&spans, &pages);
+	return spans;
+}
+
+/* Five 48 KiB blocks written and freed: four wait in the thread's slots,
+ * the oldest, a[0], goes to the large stash when the fifth needs a slot. */
+static void *large_giver(void *arg)
+{
+	struct large_run *r = arg;
+	for (int k = 0; k < 5; k++) {
+		r->a[k] = pa_malloc(LS_SIZE);
+		memset(r->a[k], 0xab, LS_SIZE);
+	}
+	for (int k = 0; k < 5; k++)
+		pa_free(r->a[k]);
+	central_large_stashed(&r->stashed_spans, &r->stashed_pages);
+	struct pa_malloc_stats m;
+	assert_int_equal(pa_malloc_stats(&m), 0);
+	r->stashed_bytes = m.stashed_bytes;
+	r->cached_bytes = m.cached_bytes;
+	return NULL; /* the thread's exit gives its slots to the page heap */
+}
+
+/* Another thread's calloc of as many pages gets a[0] from the stash, zeroed;
+ * one of a page more (7) or fewer (5) does not. */
+static void *large_taker(void *arg)
+{
+	struct large_run *r = arg;
+	r->b[0] = pa_malloc(LS_SIZE + PA_PAGE_BYTES);
+	r->b[1] = pa_malloc(LS_SIZE - PA_PAGE_BYTES);
+	r->stashed_spans = large_stash_spans();
+	r->b[2] = pa_calloc(1, LS_SIZE);
+	r->stashed_pages = large_stash_spans();
+	size_t nonzero = 0;
+	for (size_t i = 0; i < LS_SIZE; i++)
+		nonzero += ((unsigned char *)r->b[2])[i] != 0;
+	r->stashed_bytes = nonzero;
+	for (int k = 0; k < 3; k++)
+		pa_free(r->b[k]);
+	return NULL;
+}
+
+static void a_large_block_let_go_by_full_slots_serves_another_thread(void **state)
+{
+	(void)state;
+	central_stash_drain(1);
+	struct large_run r;
+	run_in_thread(large_giver, &r);
+	TU_EQ(r.stashed_spans, 1);
+	TU_EQ(r.stashed_pages, 6);
+	TU_EQ(r.stashed_bytes, LS_SIZE);
+	TU_EQ(r.cached_bytes, 5 * LS_SIZE);
+	void *first = r.a[0];
+	pthread_t t; /* not run_in_thread: its flush would empty the stash */
+	assert_int_equal(pthread_create(&t, NULL, large_taker, &r), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_ptr_not_equal(r.b[0], first);
+	assert_ptr_not_equal(r.b[1], first);
+	TU_EQ(r.stashed_spans, 1); /* still there after the 7- and 5-page mallocs */
+	assert_ptr_equal(r.b[2], first);
+	TU_EQ(r.stashed_pages, 0); /* the calloc took it */
+	TU_EQ(r.stashed_bytes, 0); /* nonzero bytes in it */
+	pa_thread_cache_flush();
+}
+
+/* At most 1 MiB of one page count: of 13 freed 128 KiB blocks (16 pages), 4
+ * stay in the slots, 8 are stashed and the ninth the slots let go goes back
+ * to the page heap. */
+static void *large_cap_thread(void *arg)
+{
+	size_t *got = arg;
+	static void *a[13];
+	for (int k = 0; k < 13; k++)
+		a[k] = pa_malloc(128 << 10);
+	for (int k = 0; k < 13; k++)
+		pa_free(a[k]);
+	central_large_stashed(&got[0], &got[1]);
+	got[2] = cache_self->nlarge;
+	got[3] = pagemap_lookup((uintptr_t)a[8]) == NULL; /* the ninth let go: released */
+	got[4] = pagemap_lookup((uintptr_t)a[0]) != NULL; /* the first: stashed */
+	return NULL;
+}
+
+static void the_large_stash_holds_at_most_one_mib_of_a_page_count(void **state)
+{
+	(void)state;
+	central_stash_drain(1);
+	size_t got[5];
+	run_in_thread(large_cap_thread, got);
+	TU_EQ(got[0], 8);
+	TU_EQ(got[1], 8 * 16);
+	TU_EQ(got[2], PA_LARGE_SLOTS);
+	TU_EQ(got[3], 1);
+	TU_EQ(got[4], 1);
+	pa_thread_cache_flush();
+	TU_EQ(large_stash_spans(), 0);
+}
+
+/* The decay, as for the batches: spans the large stash held all period. */
+static void *large_decay_thread(void *arg)
+{
+	struct large_run *r = arg;
+	size_t *moved = (size_t *)r->b; /* b[] reused for the counts */
+	central_stash_drain(1);
+	for (int k = 0; k < 7; k++)
+		r->a[k] = pa_malloc(LS_SIZE);
+	for (int k = 0; k < 7; k++)
+		pa_free(r->a[k]);          /* slots: a[3..6]; stash: a[0..2] */
+	moved[0] = central_stash_drain(0); /* a period starts: 0 */
+	void *c[5];
+	for (int k = 0; k < 5; k++)
+		c[k] = pa_malloc(LS_SIZE); /* four from the slots, then a[2] */
+	moved[1] = large_stash_spans();
+	moved[2] = central_stash_drain(0); /* 2: none used since */
+	moved[3] = large_stash_spans();
+	moved[4] = c[4] == r->a[2];
+	for (int k = 0; k < 5; k++)
+		pa_free(c[k]);
+	return NULL;
+}
+
+static void the_large_stash_decays_too(void **state)
+{
+	(void)state;
+	struct large_run r;
+	run_in_thread(large_decay_thread, &r);
+	size_t *moved = (size_t *)r.b;
+	TU_EQ(moved[0], 0);
+	TU_EQ(moved[1], 2);
+	TU_EQ(moved[2], 2);
+	TU_EQ(moved[3], 0);
+	TU_EQ(moved[4], 1);
+	pa_thread_cache_flush();
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -413,6 +562,9 @@ int main(void)
 	    TU_TEST(stashed_batches_come_back_whole_to_the_next_refill),
 	    TU_TEST(a_stash_holds_at_most_one_mib_of_its_class),
 	    TU_TEST(the_decay_gives_back_what_the_stash_did_not_use),
+	    TU_TEST(a_large_block_let_go_by_full_slots_serves_another_thread),
+	    TU_TEST(the_large_stash_holds_at_most_one_mib_of_a_page_count),
+	    TU_TEST(the_large_stash_decays_too),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -175,6 +175,22 @@ static void large_double_free_in_the_threads_slots(void)
 	pa_free(set_ptr(p));
 }
 
+/* Five 48 KiB blocks freed: four fill the thread's large slots, the fifth
+ * pushes the oldest, p, into the large stash (central.h), alloc bit 0 clear. */
+static void large_double_free_while_stashed(void)
+{
+	void *a[5];
+	for (int k = 0; k < 5; k++)
+		a[k] = pa_malloc(48 << 10);
+	for (int k = 0; k < 5; k++)
+		pa_free(a[k]);
+	size_t spans, pages;
+	central_large_stashed(&spans, &pages);
+	if (spans != 1 || pages != 6 || pagemap_lookup((uintptr_t)a[0]) == NULL)
+		setup_failed(); /* a[0] waits in the stash, still mapped */
+	pa_free(set_ptr(a[0]));
+}
+
 /* More pages than a slot takes: the free gives them to the page heap and
  * the page map forgets the block. */
 static void large_double_free_after_its_pages_went_back(void)
@@ -303,6 +319,7 @@ static const struct fault_case cases[] = {
      small_double_free_on_a_page_the_sweep_released, "free", DOUBLE_FREE},
     {"large double free, in the slots", large_double_free_in_the_threads_slots, "free",
      DOUBLE_FREE},
+    {"large double free, in the large stash", large_double_free_while_stashed, "free", DOUBLE_FREE},
     {"large double free, pages back in the heap", large_double_free_after_its_pages_went_back,
      "free", FOREIGN},
     {"small interior pointer", small_interior_pointer, "free", INTERIOR},
