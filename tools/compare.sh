@@ -463,8 +463,9 @@ report=$out/compare.md
 	tables targets
 	echo
 	echo "Why each missed target is missed (profiled), what was tried, and what would close it:"
-	echo "docs/benchmarks.md section 7. Single runs on this shared 2-vCPU VM move by 5-10% (and"
-	echo "wl-prodcons is bimodal), so a ratio within that of its target can flip between runs."
+	echo "docs/design.md (What is not done yet), with the measurements in docs/benchmarks.md"
+	echo "sections 7-10. Single runs on this shared 2-vCPU VM move by 5-10% and more (wl-prodcons"
+	echo "is bimodal), so a ratio within that of its target can flip between runs."
 	echo
 	echo "## Time and memory (from /usr/bin/time)"
 	tables main
