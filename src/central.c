@@ -19,8 +19,54 @@ void *central_stash[PA_SC_NUM_CLASSES][CENTRAL_STASH_MAX];
  * spans oldest first, and the fewest held since the last decay. */
 static struct large_stash {
 	uint32_t n, low;
-	struct pa_span *span[CENTRAL_LARGE_STASH_MAX];
+	void *span[CENTRAL_LARGE_STASH_MAX];
 } large_stash[CENTRAL_LARGE_STASH_PAGES + 1];
+
+/*
+ * A stash's mechanics, for the batch stashes and the large one alike: slot
+ * [0, *n) oldest first; *n is written with relaxed atomic stores (the stats
+ * read it unlocked), *low is the fewest held since the last decay. Under
+ * the stash's lock.
+ */
+
+/* How many entries of `unit` bytes a stash keeps: at most `max` and
+ * CENTRAL_STASH_BYTES. */
+static unsigned stash_cap_of(size_t unit, unsigned max)
+{
+	size_t n = CENTRAL_STASH_BYTES / unit;
+	return n < max ? (unsigned)n : max;
+}
+
+static void stash_push(void **slot, uint32_t *n, void *p)
+{
+	slot[*n] = p;
+	__atomic_store_n(n, *n + 1, __ATOMIC_RELAXED);
+}
+
+/* The newest entry (*n != 0): the likeliest still in cache. */
+static void *stash_pop(void **slot, uint32_t *n, uint32_t *low)
+{
+	uint32_t k = *n - 1;
+	__atomic_store_n(n, k, __ATOMIC_RELAXED);
+	if (k < *low)
+		*low = k;
+	return slot[k];
+}
+
+/* Move to out[] the oldest entries: all, or those held throughout the
+ * period since the last decay (the low-water mark); a new period starts.
+ * Returns how many. */
+static uint32_t stash_cut_oldest(void **slot, uint32_t *n, uint32_t *low, int all, void **out)
+{
+	uint32_t cut = all ? *n : *low, left = *n - cut;
+	for (uint32_t k = 0; k < cut; k++)
+		out[k] = slot[k];
+	for (uint32_t k = 0; k < left; k++)
+		slot[k] = slot[cut + k];
+	__atomic_store_n(n, left, __ATOMIC_RELAXED);
+	*low = left;
+	return cut;
+}
 
 /* The background sweep runs while free objects in spans hold more than
  * 1/CENTRAL_SWEEP_SHARE of the pages in use (and at least CENTRAL_SWEEP_MIN
@@ -132,8 +178,8 @@ static unsigned take_from(struct pa_central *c, struct pa_span *s, unsigned want
 /* Stash batches a class may hold (CENTRAL_STASH_MAX, CENTRAL_STASH_BYTES). */
 static unsigned stash_cap(unsigned cls)
 {
-	size_t n = CENTRAL_STASH_BYTES / ((size_t)central_batch(cls) * pa_sizeclasses[cls].size);
-	return n < CENTRAL_STASH_MAX ? (unsigned)n : CENTRAL_STASH_MAX;
+	return stash_cap_of((size_t)central_batch(cls) * pa_sizeclasses[cls].size,
+	                    CENTRAL_STASH_MAX);
 }
 
 unsigned central_take(unsigned cls, unsigned n, void **head, int stash)
@@ -143,11 +189,7 @@ unsigned central_take(unsigned cls, unsigned n, void **head, int stash)
 	unsigned got = 0;
 	lock_acquire(&c->lock);
 	if (stash && c->nstash != 0 && n == central_batch(cls)) {
-		uint32_t k = c->nstash - 1;
-		*head = central_stash[cls][k];
-		__atomic_store_n(&c->nstash, k, __ATOMIC_RELAXED);
-		if (k < c->stash_low)
-			c->stash_low = k;
+		*head = stash_pop(central_stash[cls], &c->nstash, &c->stash_low);
 		lock_release(&c->lock);
 		return n;
 	}
@@ -227,24 +269,16 @@ void central_give(unsigned cls, void *head, unsigned n, int stash)
 {
 	struct pa_central *c = &central[cls];
 	lock_acquire(&c->lock);
-	if (stash && n == central_batch(cls) && c->nstash < stash_cap(cls)) {
-		central_stash[cls][c->nstash] = head;
-		__atomic_store_n(&c->nstash, c->nstash + 1, __ATOMIC_RELAXED);
-	} else {
+	if (stash && n == central_batch(cls) && c->nstash < stash_cap(cls))
+		stash_push(central_stash[cls], &c->nstash, head);
+	else
 		give_locked(c, head, n);
-	}
 	lock_release(&c->lock);
 }
 
 size_t central_stashed(unsigned cls)
 {
 	return (size_t)__atomic_load_n(&central[cls].nstash, __ATOMIC_RELAXED) * central_batch(cls);
-}
-
-static unsigned large_stash_cap(size_t npages)
-{
-	size_t n = CENTRAL_STASH_BYTES / (npages * PA_PAGE_SIZE);
-	return n < CENTRAL_LARGE_STASH_MAX ? (unsigned)n : CENTRAL_LARGE_STASH_MAX;
 }
 
 int central_large_put(struct pa_span *s)
@@ -254,11 +288,9 @@ int central_large_put(struct pa_span *s)
 		return 0;
 	struct large_stash *st = &large_stash[np];
 	lock_acquire(&central[0].lock);
-	int ok = st->n < large_stash_cap(np);
-	if (ok) {
-		st->span[st->n] = s;
-		__atomic_store_n(&st->n, st->n + 1, __ATOMIC_RELAXED);
-	}
+	int ok = st->n < stash_cap_of(np * PA_PAGE_SIZE, CENTRAL_LARGE_STASH_MAX);
+	if (ok)
+		stash_push(st->span, &st->n, s);
 	lock_release(&central[0].lock);
 	return ok;
 }
@@ -272,11 +304,7 @@ struct pa_span *central_large_take(size_t npages)
 	struct pa_span *s = NULL;
 	lock_acquire(&central[0].lock);
 	if (st->n != 0) {
-		uint32_t k = st->n - 1;
-		s = st->span[k]; /* the newest: its pages are the likeliest resident */
-		__atomic_store_n(&st->n, k, __ATOMIC_RELAXED);
-		if (k < st->low)
-			st->low = k;
+		s = stash_pop(st->span, &st->n, &st->low);
 		span_bit_set(s, 0, 1);
 	}
 	lock_release(&central[0].lock);
@@ -297,22 +325,16 @@ void central_large_stashed(size_t *spans, size_t *pages)
  * page heap's work after the stash's lock is released. Returns spans. */
 static size_t large_stash_drain(int all)
 {
-	struct pa_span *out[CENTRAL_LARGE_STASH_MAX];
+	void *out[CENTRAL_LARGE_STASH_MAX];
 	size_t moved = 0;
 	for (size_t np = 1; np <= CENTRAL_LARGE_STASH_PAGES; np++) {
 		struct large_stash *st = &large_stash[np];
 		if (__atomic_load_n(&st->n, __ATOMIC_RELAXED) == 0)
 			continue;
 		lock_acquire(&central[0].lock);
-		uint32_t n = all ? st->n : st->low, left = st->n - n;
-		for (uint32_t k = 0; k < n; k++) /* the oldest first */
-			out[k] = st->span[k];
-		for (uint32_t k = 0; k < left; k++)
-			st->span[k] = st->span[n + k];
-		__atomic_store_n(&st->n, left, __ATOMIC_RELAXED);
-		st->low = left;
+		uint32_t n = stash_cut_oldest(st->span, &st->n, &st->low, all, out);
 		lock_release(&central[0].lock);
-		for (uint32_t k = 0; k < n; k++)
+		for (uint32_t k = 0; k < n; k++) /* the oldest first */
 			large_release(out[k]);
 		moved += n;
 	}
@@ -326,15 +348,13 @@ size_t central_stash_drain(int all)
 		struct pa_central *c = &central[cls];
 		if (__atomic_load_n(&c->nstash, __ATOMIC_RELAXED) == 0)
 			continue;
-		lock_acquire(&c->lock);
-		uint32_t n = all ? c->nstash : c->stash_low, left = c->nstash - n;
+		void *out[CENTRAL_STASH_MAX];
 		unsigned batch = central_batch(cls);
+		lock_acquire(&c->lock);
+		uint32_t n =
+		    stash_cut_oldest(central_stash[cls], &c->nstash, &c->stash_low, all, out);
 		for (uint32_t k = 0; k < n; k++) /* the oldest first */
-			give_locked(c, central_stash[cls][k], batch);
-		for (uint32_t k = 0; k < left; k++)
-			central_stash[cls][k] = central_stash[cls][n + k];
-		__atomic_store_n(&c->nstash, left, __ATOMIC_RELAXED);
-		c->stash_low = left;
+			give_locked(c, out[k], batch);
 		lock_release(&c->lock);
 		moved += (size_t)n * batch;
 	}
