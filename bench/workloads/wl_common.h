@@ -9,6 +9,10 @@
  *
  *   wl_die         print "wl-NAME: message" and exit 1: a failed self-check
  *   wl_xmalloc     malloc that dies on NULL
+ *   wl_xmalloc_lines  the same, 64-byte aligned and a whole number of cache
+ *                  lines: arrays of per-thread records that must not share
+ *                  a line (one thread's writes would slow its neighbours: the
+ *                  harness's false sharing would be measured, not malloc)
  *   wl_rng         a seeded xorshift64* generator, and log-uniform sizes
  *   wl_rss_bytes   the resident set from /proc/self/statm (the OS's view)
  *   wl_trim        malloc_trim(0) where the running allocator has one (found
@@ -59,6 +63,16 @@ static inline void *wl_xmalloc(size_t size)
 	void *p = malloc(size);
 	if (p == NULL)
 		wl_die("malloc(%zu) returned NULL", size);
+	return p;
+}
+
+#define WL_LINE 64
+
+static inline void *wl_xmalloc_lines(size_t size)
+{
+	void *p = aligned_alloc(WL_LINE, (size + WL_LINE - 1) / WL_LINE * WL_LINE);
+	if (p == NULL)
+		wl_die("aligned_alloc(%zu) returned NULL", size);
 	return p;
 }
 

@@ -26,7 +26,8 @@
 #define MAX_THREADS 1024
 
 struct worker {
-	struct wl_queue in; /* objects this thread is to free */
+	_Alignas(WL_LINE) struct wl_queue in;
+	    /* lines of its own: wl_xmalloc_lines */ /* objects this thread is to free */
 	size_t id;
 	uint64_t frees, checksum;
 	pthread_t thread;
@@ -37,27 +38,34 @@ static size_t nthreads, nslots;
 static uint64_t nops;
 static size_t done_pushing; /* threads past their last push (__atomic) */
 
-static void free_batch(struct worker *w, const struct wl_batch *b)
+/* A thread's frees and checksum, on its own stack until it ends: in the
+ * worker array they would share cache lines with the next worker's queue,
+ * which other threads lock (the harness's false sharing). */
+struct tally {
+	uint64_t frees, checksum;
+};
+
+static void free_batch(struct tally *tl, const struct wl_batch *b)
 {
 	for (size_t k = 0; k < b->n; k++) {
-		w->checksum += wl_tag_free(b->p[k], MIN_OBJ, MAX_OBJ);
-		w->frees++;
+		tl->checksum += wl_tag_free(b->p[k], MIN_OBJ, MAX_OBJ);
+		tl->frees++;
 	}
 }
 
-static int drain_one(struct worker *w)
+static int drain_one(struct worker *w, struct tally *tl)
 {
 	struct wl_batch b;
 	if (!wl_queue_try_pop(&w->in, &b))
 		return 0;
-	free_batch(w, &b);
+	free_batch(tl, &b);
 	return 1;
 }
 
-static void push_to(struct worker *w, size_t to, struct wl_batch *b)
+static void push_to(struct worker *w, struct tally *tl, size_t to, struct wl_batch *b)
 {
 	while (!wl_queue_try_push(&workers[to].in, b))
-		if (!drain_one(w))
+		if (!drain_one(w, tl))
 			sched_yield();
 	b->n = 0;
 }
@@ -69,6 +77,7 @@ static void *work(void *arg)
 	void **slot = (void **)wl_xmalloc(nslots * sizeof(*slot));
 	struct wl_batch *out = (struct wl_batch *)wl_xmalloc(nthreads * sizeof(*out));
 	uint64_t seq = 0;
+	struct tally tl = {0, 0};
 	for (size_t t = 0; t < nthreads; t++)
 		out[t].n = 0;
 
@@ -78,14 +87,14 @@ static void *work(void *arg)
 			size_t to = (w->id + 1 + (size_t)wl_below(&rng, nthreads - 1)) % nthreads;
 			out[to].p[out[to].n++] = slot[i];
 			if (out[to].n == WL_BATCH)
-				push_to(w, to, &out[to]);
+				push_to(w, &tl, to, &out[to]);
 		}
 		size_t size = MIN_OBJ + (size_t)wl_below(&rng, MAX_OBJ - MIN_OBJ + 1);
 		unsigned char *p = (unsigned char *)wl_xmalloc(size);
 		wl_tag_new(p, w->id, seq++, size);
 		slot[i] = p;
 		if ((op & 63) == 0)
-			drain_one(w);
+			drain_one(w, &tl);
 	}
 	/* Hand over everything still held, then free what others send until
 	 * every thread has made its last push. */
@@ -93,17 +102,19 @@ static void *work(void *arg)
 		size_t to = (w->id + 1 + i % (nthreads - 1)) % nthreads;
 		out[to].p[out[to].n++] = slot[i];
 		if (out[to].n == WL_BATCH)
-			push_to(w, to, &out[to]);
+			push_to(w, &tl, to, &out[to]);
 	}
 	for (size_t t = 0; t < nthreads; t++)
 		if (out[t].n > 0)
-			push_to(w, t, &out[t]);
+			push_to(w, &tl, t, &out[t]);
 	__atomic_add_fetch(&done_pushing, 1, __ATOMIC_ACQ_REL);
 	while (__atomic_load_n(&done_pushing, __ATOMIC_ACQUIRE) < nthreads)
-		if (!drain_one(w))
+		if (!drain_one(w, &tl))
 			sched_yield();
-	while (drain_one(w))
+	while (drain_one(w, &tl))
 		;
+	w->frees = tl.frees;
+	w->checksum = tl.checksum;
 	free(slot);
 	free(out);
 	return NULL;
@@ -120,7 +131,7 @@ int main(int argc, char **argv)
 	if (nthreads < 2 || nthreads > MAX_THREADS || nslots < 1 || nops >= (1ull << 40))
 		wl_die("need 2 <= threads <= %d, slots >= 1, ops < 2^40", MAX_THREADS);
 
-	workers = (struct worker *)wl_xmalloc(nthreads * sizeof(*workers));
+	workers = (struct worker *)wl_xmalloc_lines(nthreads * sizeof(*workers));
 	for (size_t t = 0; t < nthreads; t++) {
 		wl_queue_init(&workers[t].in, QUEUE_BATCHES);
 		workers[t].id = t;
