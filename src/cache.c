@@ -143,7 +143,7 @@ int cache_global_init(void)
 {
 	size_t cap = (size_t)PA_LARGE_SLOTS_MAX_PAGES * PA_PAGE_SIZE;
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
-		cap += 2 * (size_t)central_batch(cls) * pa_sizeclasses[cls].size;
+		cap += PA_TC_LIST_BATCHES * (size_t)central_batch(cls) * pa_sizeclasses[cls].size;
 	cache_capacity = cap;
 	return pthread_key_create(&exit_key, thread_exit) == 0 ? 0 : -1;
 }
@@ -219,9 +219,9 @@ void *cache_alloc_slow(unsigned cls)
 	if (n == 0)
 		return NULL;
 	/* Slow start (tcmalloc's): a list's bound grows by one at each refill
-	 * up to a batch, then to two batches; a class a thread seldom uses
+	 * up to a batch, then to PA_TC_LIST_BATCHES; a class a thread seldom uses
 	 * never pulls in a whole batch. */
-	l->max = l->max < batch ? l->max + 1 : 2 * batch;
+	l->max = l->max < batch ? l->max + 1 : PA_TC_LIST_BATCHES * batch;
 	void **o = head;
 	l->head = o[0];
 	__atomic_store_n(&l->count, n - 1, __ATOMIC_RELAXED);

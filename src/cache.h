@@ -7,16 +7,16 @@
  * read-modify-write, nothing shared written. An empty list refills with a
  * batch from the class's central list; a list over its bound gives a batch
  * back (central.h). Bounds: a batch is 16 KiB worth of objects, at least 1
- * and at most 32; a list holds at most two batches. See docs/design.md for
- * why per-thread caches and not per-CPU ones.
+ * and at most 32; a list holds at most PA_TC_LIST_BATCHES batches. See
+ * docs/design.md for why per-thread caches and not per-CPU ones.
  *
  * Together the caches hold at most about thread_cache_total bytes (config.h,
  * tcmalloc's overall budget): each cache's share is that over the number of
  * caches, at least PA_TC_MIN_BUDGET. Every 8th slow path a cache whose
  * share is below what it could hold sums its bytes, and over its share
  * gives back the older half of every list and its oldest large slots. With
- * few threads the share exceeds what a cache can hold and nothing is
- * summed; with 64 threads on the default 8 MiB each keeps 128 KiB.
+ * one thread the share exceeds what a cache can hold (5.2 MiB) and nothing
+ * is summed; with 64 threads on the default 8 MiB each keeps 128 KiB.
  *
  * The thread's cache pointer is initial-exec TLS (8 bytes: the only
  * thread-local state of the allocator). Until the thread's first slow path
@@ -66,6 +66,16 @@ struct pa_tc_list {
  * retire: 7.6% of its CPU in meta_alloc, most of it on that lock). They
  * count as live records of the pool. */
 #define PA_TC_SPARE_SPANS 8u
+
+/* A list's bound, in batches, once slow start has brought it to a batch.
+ * Each overflow or underflow past it moves a batch through the central
+ * stash, where another thread may take it: objects of two threads then sit
+ * side by side, and their writes to a shared cache line slow both (wl-small
+ * with two threads: 0.38-0.40 s at two batches against 0.20 s for one
+ * thread alone; 0.27 s at four; eight or 64 batches were no faster). A
+ * list's count moves by one up or down at each malloc or free, so the
+ * time between trips grows with the square of the bound. */
+#define PA_TC_LIST_BATCHES 4u
 
 /* The least share of thread_cache_total a cache keeps, however many. */
 #define PA_TC_MIN_BUDGET ((size_t)32 << 10)

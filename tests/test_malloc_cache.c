@@ -159,7 +159,7 @@ static void share_is_the_total_over_the_caches(void **state)
 	assert_int_equal(pa_config_set("thread_cache_total", "1G"), 0);
 	size_t cap = (size_t)PA_LARGE_SLOTS_MAX_PAGES * PA_PAGE_BYTES;
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
-		cap += 2 * (size_t)central_batch(cls) * pa_sizeclasses[cls].size;
+		cap += PA_TC_LIST_BATCHES * (size_t)central_batch(cls) * pa_sizeclasses[cls].size;
 	TU_EQ(cache_share(), cap);
 	assert_int_equal(pa_config_set("thread_cache_total", "8M"), 0);
 }
@@ -332,8 +332,8 @@ static void stashed_batches_come_back_whole_to_the_next_refill(void **state)
 }
 
 /* A stash holds at most 1 MiB of a class: of 40 freed 32 KiB objects
- * (batch 1, list bound 2), 32 wait in the stash, 2 in the list, and the
- * other 6 go back to their spans. */
+ * (batch 1, list bound PA_TC_LIST_BATCHES = 4), 32 wait in the stash, 4 in
+ * the list, and the other 4 go back to their spans. */
 static void *stash_cap_thread(void *arg)
 {
 	size_t *stashed = arg;
@@ -356,7 +356,7 @@ static void a_stash_holds_at_most_one_mib_of_its_class(void **state)
 	size_t got[2];
 	run_in_thread(stash_cap_thread, got);
 	TU_EQ(got[0], 32);
-	TU_EQ(got[1], 2);
+	TU_EQ(got[1], PA_TC_LIST_BATCHES);
 	pa_thread_cache_flush();
 	TU_EQ(central_stashed(cls), 0);
 }
@@ -372,15 +372,16 @@ static void *decay_thread(void *arg)
 	for (int k = 0; k < 8; k++)
 		a[k] = pa_malloc(32768);
 	for (int k = 0; k < 8; k++)
-		pa_free(a[k]);             /* 6 stashed, 2 in the list */
+		pa_free(a[k]);             /* PA_TC_LIST_BATCHES (4) in the list, 4 stashed */
 	moved[0] = central_stash_drain(0); /* a period starts: 0 */
-	a[0] = pa_malloc(32768);           /* from the list */
-	a[1] = pa_malloc(32768);
-	a[2] = pa_malloc(32768); /* the list is empty: a stashed one (5 left) */
+	for (unsigned k = 0; k < PA_TC_LIST_BATCHES; k++)
+		a[k] = pa_malloc(32768); /* from the list */
+	/* The list is empty: a stashed one (3 left). */
+	a[PA_TC_LIST_BATCHES] = pa_malloc(32768);
 	moved[1] = central_stashed(cls);
-	moved[2] = central_stash_drain(0); /* 5: none used since */
+	moved[2] = central_stash_drain(0); /* 3: none used since */
 	moved[3] = central_stashed(cls);
-	for (int k = 0; k < 3; k++)
+	for (unsigned k = 0; k <= PA_TC_LIST_BATCHES; k++)
 		pa_free(a[k]);
 	return NULL;
 }
@@ -390,9 +391,10 @@ static void the_decay_gives_back_what_the_stash_did_not_use(void **state)
 	(void)state;
 	size_t moved[4];
 	run_in_thread(decay_thread, moved);
+	_Static_assert(PA_TC_LIST_BATCHES < 7, "the test needs a stashed object left");
 	TU_EQ(moved[0], 0);
-	TU_EQ(moved[1], 5);
-	TU_EQ(moved[2], 5);
+	TU_EQ(moved[1], 8 - PA_TC_LIST_BATCHES - 1);
+	TU_EQ(moved[2], 8 - PA_TC_LIST_BATCHES - 1);
 	TU_EQ(moved[3], 0);
 	pa_thread_cache_flush();
 }

@@ -27,7 +27,7 @@
 
 struct worker {
 	_Alignas(WL_LINE) struct wl_queue in;
-	    /* lines of its own: wl_xmalloc_lines */ /* objects this thread is to free */
+	/* lines of its own: wl_xmalloc_lines */ /* objects this thread is to free */
 	size_t id;
 	uint64_t frees, checksum;
 	pthread_t thread;
