@@ -26,8 +26,9 @@
 #define MAX_THREADS 1024
 
 struct worker {
+	/* Objects this thread is to free; the record starts a cache line
+	 * (wl_xmalloc_lines). */
 	_Alignas(WL_LINE) struct wl_queue in;
-	/* lines of its own: wl_xmalloc_lines */ /* objects this thread is to free */
 	size_t id;
 	uint64_t frees, checksum;
 	pthread_t thread;
