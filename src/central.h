@@ -10,8 +10,9 @@
  * when no listed span has a free object, and go back to it the moment their
  * last object returns, where the scavenger can release them.
  *
- * Lock order: a central lock, then the page heap's locks (pages.h). No two
- * central locks are held at once except by fork handling, in class order.
+ * Lock order: a central lock (or a large stash's), then the page heap's
+ * locks (pages.h). No two of them are held at once except by fork
+ * handling: the classes in order, then the large stash's page counts.
  */
 #ifndef PA_CENTRAL_H
 #define PA_CENTRAL_H
@@ -92,9 +93,9 @@ size_t central_stashed(unsigned cls);
  * buffer when its consumer frees the last one (wl-prodcons: the heap lock
  * and the per-CPU page caches were 11% of its CPU). At most
  * CENTRAL_LARGE_STASH_MAX spans and CENTRAL_STASH_BYTES of pages per page
- * count; one lock for all of them (central[0]'s: class 0 is the large
- * objects'). A stashed span's alloc bit 0 is clear, so a free of its
- * object is a double free, as in the slots.
+ * count, each page count under a lock of its own (central[0]'s lock, class
+ * 0 being the large objects', is unused). A stashed span's alloc bit 0 is
+ * clear, so a free of its object is a double free, as in the slots.
  */
 #define CENTRAL_LARGE_STASH_PAGES 16u
 #define CENTRAL_LARGE_STASH_MAX 32u
