@@ -42,8 +42,13 @@ static void list_give_all(unsigned cls, struct pa_tc_list *l)
 
 static void cache_release(struct pa_tcache *tc)
 {
-	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
+	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
 		list_give_all(cls, &tc->lists[cls]);
+		if (tc->carve[cls] != 0) {
+			central_uncarve(cls, tc->carve[cls]);
+			tc->carve[cls] = 0;
+		}
+	}
 	for (unsigned k = 0; k < tc->nlarge; k++)
 		large_release(tc->large[k]);
 	__atomic_store_n(&tc->nlarge, 0, __ATOMIC_RELAXED);
@@ -207,7 +212,7 @@ void *cache_alloc_slow(unsigned cls)
 	void *head;
 	if (tc == NULL || tc == &cache_gone) {
 		/* No cache: one object straight from the central list. */
-		if (central_take(cls, 1, &head, 0) == 0)
+		if (central_take(cls, 1, &head, NULL) == 0)
 			return NULL;
 		((void **)head)[1] = NULL;
 		return head;
@@ -215,7 +220,7 @@ void *cache_alloc_slow(unsigned cls)
 	cache_keep_share(tc);
 	struct pa_tc_list *l = &tc->lists[cls];
 	unsigned batch = central_batch(cls);
-	unsigned n = central_take(cls, l->max < batch ? l->max : batch, &head, 1);
+	unsigned n = central_take(cls, l->max < batch ? l->max : batch, &head, &tc->carve[cls]);
 	if (n == 0)
 		return NULL;
 	/* Slow start (tcmalloc's): a list's bound grows by one at each refill
@@ -310,11 +315,17 @@ void cache_fork_child(void)
 	lock_init(&cache_pool.lock);
 	lock_init(&registry_lock);
 	/* Only the forking thread exists: keep its cache, forget the others
-	 * (their large objects stay counted). */
+	 * (their large objects stay counted, the spans they carved are no
+	 * one's: the central locks are still held from fork_prepare). */
 	struct pa_tcache *self = cache_self;
-	for (struct pa_tcache *tc = registry; tc != NULL; tc = tc->next)
-		if (tc != self)
-			fold_large_counts(tc);
+	for (struct pa_tcache *tc = registry; tc != NULL; tc = tc->next) {
+		if (tc == self)
+			continue;
+		fold_large_counts(tc);
+		for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
+			if (tc->carve[cls] != 0)
+				central_uncarve_held(cls, tc->carve[cls]);
+	}
 	registry = NULL;
 	registry_len = 0;
 	if (self != &cache_empty && self != &cache_gone) {

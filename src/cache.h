@@ -88,6 +88,9 @@ struct pa_tcache {
 	uint32_t slow;        /* slow paths taken: the budget is checked every 8th */
 	uint32_t nspare;      /* spare[0, nspare): free span records */
 	struct pa_span *spare[PA_TC_SPARE_SPANS];
+	/* Per class, the base of the span this cache's refills carve first
+	 * (central_take), 0 for none. */
+	uintptr_t carve[PA_SC_NUM_CLASSES];
 	/* Large objects and their pages this thread made minus those it gave
 	 * back (either may be negative): added to large_held_objects and
 	 * large_held_pages by the stats and when the thread exits, so a large

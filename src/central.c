@@ -186,20 +186,61 @@ static unsigned stash_cap(unsigned cls)
 	                    CENTRAL_STASH_MAX);
 }
 
-unsigned central_take(unsigned cls, unsigned n, void **head, int stash)
+/* The span at base if it is still one of class cls (any span of cls
+ * there will do), else NULL; lock held. */
+static struct pa_span *class_span_at(unsigned cls, uintptr_t base)
+{
+	struct pa_span *s = pagemap_lookup(base);
+	return s != NULL && s->cls == cls ? s : NULL;
+}
+
+/* The span a refill for a carving cache takes from (central.h): the first
+ * listed span no cache carves, among the first CENTRAL_CARVE_SKIP; else
+ * the first listed one when that many are carved, else NULL (make one). */
+static struct pa_span *carve_pick(const struct pa_central *c)
+{
+	unsigned k = 0;
+	for (struct pa_span *s = c->partial; s != NULL && k < CENTRAL_CARVE_SKIP; s = s->next, k++)
+		if (!s->carved)
+			return s;
+	return k == CENTRAL_CARVE_SKIP ? c->partial : NULL;
+}
+
+/* The span to take from next for a refill; lock held. NULL: out of memory. */
+static struct pa_span *take_span(struct pa_central *c, unsigned cls, uintptr_t *carve)
+{
+	if (carve == NULL)
+		return c->partial != NULL ? c->partial : grow_locked(c, cls);
+	if (*carve != 0) {
+		struct pa_span *s = class_span_at(cls, *carve);
+		if (s != NULL && s->nfree != 0)
+			return s;
+		if (s != NULL)
+			s->carved = 0; /* full: off the list until an object comes back */
+		*carve = 0;
+	}
+	struct pa_span *s = carve_pick(c);
+	if (s == NULL && (s = grow_locked(c, cls)) == NULL)
+		return NULL;
+	s->carved = 1;
+	*carve = span_base(s);
+	return s;
+}
+
+unsigned central_take(unsigned cls, unsigned n, void **head, uintptr_t *carve)
 {
 	struct pa_central *c = &central[cls];
 	void *list = NULL, **tail = &list;
 	unsigned got = 0;
 	lock_acquire(&c->lock);
-	if (stash && c->nstash != 0 && n == central_batch(cls)) {
+	if (carve != NULL && c->nstash != 0 && n == central_batch(cls)) {
 		*head = stash_pop(central_stash[cls], &c->nstash, &c->stash_low);
 		lock_release(&c->lock);
 		return n;
 	}
 	while (got < n) {
-		struct pa_span *s = c->partial;
-		if (s == NULL && (s = grow_locked(c, cls)) == NULL)
+		struct pa_span *s = take_span(c, cls, carve);
+		if (s == NULL)
 			break;
 		got += take_from(c, s, n - got < s->nfree ? n - got : s->nfree, &tail);
 		if (s->nfree == 0)
@@ -210,6 +251,20 @@ unsigned central_take(unsigned cls, unsigned n, void **head, int stash)
 	lock_release(&c->lock);
 	*head = list;
 	return got;
+}
+
+void central_uncarve_held(unsigned cls, uintptr_t base)
+{
+	struct pa_span *s = class_span_at(cls, base);
+	if (s != NULL)
+		s->carved = 0;
+}
+
+void central_uncarve(unsigned cls, uintptr_t base)
+{
+	lock_acquire(&central[cls].lock);
+	central_uncarve_held(cls, base);
+	lock_release(&central[cls].lock);
 }
 
 /* Every object of s is back: give its pages to the heap; lock held. Pages

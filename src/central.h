@@ -67,11 +67,31 @@ extern void *central_stash[PA_SC_NUM_CLASSES][CENTRAL_STASH_MAX];
 
 extern struct pa_central central[PA_SC_NUM_CLASSES];
 
-/* Take up to n objects of class cls; they are linked through their first
+/*
+ * Take up to n objects of class cls; they are linked through their first
  * word from *head. Returns how many (0: out of memory, errno = ENOMEM).
- * With `stash` (a thread cache's refill), a whole batch (n ==
- * central_batch(cls)) comes from the stash when it has one. */
-unsigned central_take(unsigned cls, unsigned n, void **head, int stash);
+ * With `carve` (a thread cache's refill), a whole batch (n ==
+ * central_batch(cls)) comes from the stash when it has one, and objects
+ * from spans come first from the span *carve names (its base address, 0
+ * for none), which the cache keeps carving until it is full.
+ *
+ * Thread-affine spans: objects of two threads side by side in one span
+ * share cache lines that both threads write (two threads each churning
+ * their own objects of one class ran 17-35% slower than one thread, and as
+ * fast when their classes differed). So a refill that needs a span skips
+ * spans other caches are carving (`carved`), up to CENTRAL_CARVE_SKIP of
+ * them: past that many it shares the first, and with fewer listed, all
+ * carved, it makes a new span. At most CENTRAL_CARVE_SKIP spans per class
+ * are made for it; a thread's carve flag is cleared when its span fills or
+ * its cache is released (central_uncarve).
+ */
+#define CENTRAL_CARVE_SKIP 4u
+unsigned central_take(unsigned cls, unsigned n, void **head, uintptr_t *carve);
+
+/* The cache that carved the span at base lets it go; the _held form with
+ * the class's lock held, or in fork's child, where only the caller runs. */
+void central_uncarve(unsigned cls, uintptr_t base);
+void central_uncarve_held(unsigned cls, uintptr_t base);
 
 /* Give n objects of class cls, linked through their first word, back to
  * their spans, or with `stash` (a thread cache's overflow) a whole batch to

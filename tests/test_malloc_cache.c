@@ -546,6 +546,77 @@ static void the_large_stash_decays_too(void **state)
 	pa_thread_cache_flush();
 }
 
+/* ---- thread-affine spans -------------------------------------------------- */
+
+#define CV_THREADS ((int)CENTRAL_CARVE_SKIP + 1)
+#define CV_SIZE 3456 /* a class no other test here uses: 7 objects in 3 pages */
+
+struct carve_run {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int done, leave;     /* threads that allocated; all may exit */
+	void *p[CV_THREADS]; /* each thread's object, freed by the test */
+	uintptr_t span[CV_THREADS];
+};
+
+static void *carve_thread(void *arg)
+{
+	struct carve_run *r = arg;
+	pthread_mutex_lock(&r->mu);
+	int k = r->done;
+	void *p = pa_malloc(CV_SIZE); /* the cache's first refill of the class */
+	r->p[k] = p;
+	r->span[k] = span_base(pagemap_lookup((uintptr_t)p));
+	r->done++;
+	pthread_cond_broadcast(&r->cv);
+	while (!r->leave)
+		pthread_cond_wait(&r->cv, &r->mu);
+	pthread_mutex_unlock(&r->mu);
+	return NULL; /* the cache goes: its carve flag is cleared */
+}
+
+/* Live threads refilling one class carve spans of their own: the first
+ * CENTRAL_CARVE_SKIP threads each get a new span, the next one shares the
+ * newest (the first listed); when the threads exit their spans are no one's. */
+static void live_threads_refill_from_spans_of_their_own(void **state)
+{
+	(void)state;
+	unsigned cls = pa_size_to_class(CV_SIZE);
+	TU_EQ(pa_sizeclasses[cls].size, CV_SIZE);
+	pa_thread_cache_flush();
+	TU_EQ(central[cls].partial == NULL, 1);
+	static struct carve_run r;
+	pthread_mutex_init(&r.mu, NULL);
+	pthread_cond_init(&r.cv, NULL);
+	pthread_t t[CV_THREADS];
+	for (int k = 0; k < CV_THREADS; k++) {
+		assert_int_equal(pthread_create(&t[k], NULL, carve_thread, &r), 0);
+		pthread_mutex_lock(&r.mu); /* one at a time, in order */
+		while (r.done == k)
+			pthread_cond_wait(&r.cv, &r.mu);
+		pthread_mutex_unlock(&r.mu);
+	}
+	for (int k = 0; k < CV_THREADS - 1; k++) {
+		TU_EQ(pagemap_lookup(r.span[k])->carved, 1);
+		for (int j = 0; j < k; j++)
+			assert_true(r.span[k] != r.span[j]);
+	}
+	TU_EQ(r.span[CV_THREADS - 1], r.span[CV_THREADS - 2]);
+	TU_EQ(central[cls].spans, CENTRAL_CARVE_SKIP);
+	pthread_mutex_lock(&r.mu);
+	r.leave = 1;
+	pthread_cond_broadcast(&r.cv);
+	pthread_mutex_unlock(&r.mu);
+	for (int k = 0; k < CV_THREADS; k++)
+		assert_int_equal(pthread_join(t[k], NULL), 0);
+	for (int k = 0; k < CV_THREADS - 1; k++)
+		TU_EQ(pagemap_lookup(r.span[k])->carved, 0);
+	for (int k = 0; k < CV_THREADS; k++)
+		pa_free(r.p[k]);
+	pa_thread_cache_flush();
+	TU_EQ(central[cls].spans, 0);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -567,6 +638,7 @@ int main(void)
 	    TU_TEST(a_large_block_let_go_by_full_slots_serves_another_thread),
 	    TU_TEST(the_large_stash_holds_at_most_one_mib_of_a_page_count),
 	    TU_TEST(the_large_stash_decays_too),
+	    TU_TEST(live_threads_refill_from_spans_of_their_own),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
