@@ -213,8 +213,10 @@ static struct pa_span *take_span(struct pa_central *c, unsigned cls, uintptr_t *
 		return c->partial != NULL ? c->partial : grow_locked(c, cls);
 	if (*carve != 0) {
 		struct pa_span *s = class_span_at(cls, *carve);
-		if (s != NULL && s->nfree != 0)
+		if (s != NULL && s->nfree != 0) {
+			s->carved = 1; /* (a span made there since is ours now) */
 			return s;
+		}
 		if (s != NULL)
 			s->carved = 0; /* full: off the list until an object comes back */
 		*carve = 0;
