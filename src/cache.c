@@ -44,11 +44,11 @@ static void cache_release(struct pa_tcache *tc)
 {
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
 		list_give_all(cls, &tc->lists[cls]);
-		if (tc->carve[cls] != 0) {
-			central_uncarve(cls, tc->carve[cls]);
-			tc->carve[cls] = 0;
-		}
+		if (tc->carving[cls / 64] >> (cls % 64) & 1)
+			central_uncarve(cls, tc);
 	}
+	for (unsigned w = 0; w < sizeof(tc->carving) / sizeof(tc->carving[0]); w++)
+		tc->carving[w] = 0;
 	for (unsigned k = 0; k < tc->nlarge; k++)
 		large_release(tc->large[k]);
 	__atomic_store_n(&tc->nlarge, 0, __ATOMIC_RELAXED);
@@ -212,7 +212,7 @@ void *cache_alloc_slow(unsigned cls)
 	void *head;
 	if (tc == NULL || tc == &cache_gone) {
 		/* No cache: one object straight from the central list. */
-		if (central_take(cls, 1, &head, NULL) == 0)
+		if (central_take(cls, 1, &head, NULL, NULL) == 0)
 			return NULL;
 		((void **)head)[1] = NULL;
 		return head;
@@ -220,7 +220,12 @@ void *cache_alloc_slow(unsigned cls)
 	cache_keep_share(tc);
 	struct pa_tc_list *l = &tc->lists[cls];
 	unsigned batch = central_batch(cls);
-	unsigned n = central_take(cls, l->max < batch ? l->max : batch, &head, &tc->carve[cls]);
+	int carving = 0,
+	    few = __atomic_load_n(&registry_len, __ATOMIC_RELAXED) <= CENTRAL_CARVE_SLOTS;
+	unsigned n =
+	    central_take(cls, l->max < batch ? l->max : batch, &head, tc, few ? &carving : NULL);
+	if (carving)
+		tc->carving[cls / 64] |= (uint64_t)1 << (cls % 64);
 	if (n == 0)
 		return NULL;
 	/* Slow start (tcmalloc's): a list's bound grows by one at each refill
@@ -323,8 +328,8 @@ void cache_fork_child(void)
 			continue;
 		fold_large_counts(tc);
 		for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
-			if (tc->carve[cls] != 0)
-				central_uncarve_held(cls, tc->carve[cls]);
+			if (tc->carving[cls / 64] >> (cls % 64) & 1)
+				central_uncarve_held(cls, tc);
 	}
 	registry = NULL;
 	registry_len = 0;

@@ -88,9 +88,9 @@ struct pa_tcache {
 	uint32_t slow;        /* slow paths taken: the budget is checked every 8th */
 	uint32_t nspare;      /* spare[0, nspare): free span records */
 	struct pa_span *spare[PA_TC_SPARE_SPANS];
-	/* Per class, the base of the span this cache's refills carve first
-	 * (central_take), 0 for none. */
-	uintptr_t carve[PA_SC_NUM_CLASSES];
+	/* Classes in whose carve slots this cache may be (central_take): bit
+	 * cls of word cls / 64; central_uncarve them when it is released. */
+	uint64_t carving[(PA_SC_NUM_CLASSES + 63) / 64];
 	/* Large objects and their pages this thread made minus those it gave
 	 * back (either may be negative): added to large_held_objects and
 	 * large_held_pages by the stats and when the thread exits, so a large

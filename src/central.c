@@ -186,62 +186,70 @@ static unsigned stash_cap(unsigned cls)
 	                    CENTRAL_STASH_MAX);
 }
 
-/* The span at base if it is still one of class cls (any span of cls
- * there will do), else NULL; lock held. */
-static struct pa_span *class_span_at(unsigned cls, uintptr_t base)
+/* Is s in one of c's carve slots? Lock held. */
+static int carved(const struct pa_central *c, const struct pa_span *s)
 {
-	struct pa_span *s = pagemap_lookup(base);
-	return s != NULL && s->cls == cls ? s : NULL;
+	for (unsigned k = 0; k < CENTRAL_CARVE_SLOTS; k++)
+		if (c->carve[k].span == s)
+			return 1;
+	return 0;
 }
 
-/* The span a refill for a carving cache takes from (central.h): the first
- * listed span no cache carves, among the first CENTRAL_CARVE_SKIP; else
- * the first listed one when that many are carved, else NULL (make one). */
-static struct pa_span *carve_pick(const struct pa_central *c)
+/* The span to take from next for a refill (central.h); lock held. NULL:
+ * out of memory. *carving: whether owner holds a slot afterwards. */
+static struct pa_span *take_span(struct pa_central *c, unsigned cls, const void *owner,
+                                 int *carving)
 {
-	unsigned k = 0;
-	for (struct pa_span *s = c->partial; s != NULL && k < CENTRAL_CARVE_SKIP; s = s->next, k++)
-		if (!s->carved)
-			return s;
-	return k == CENTRAL_CARVE_SKIP ? c->partial : NULL;
-}
-
-/* The span to take from next for a refill; lock held. NULL: out of memory. */
-static struct pa_span *take_span(struct pa_central *c, unsigned cls, uintptr_t *carve)
-{
-	if (carve == NULL)
+	if (carving == NULL)
 		return c->partial != NULL ? c->partial : grow_locked(c, cls);
-	if (*carve != 0) {
-		struct pa_span *s = class_span_at(cls, *carve);
-		if (s != NULL && s->nfree != 0) {
-			s->carved = 1; /* (a span made there since is ours now) */
-			return s;
-		}
-		if (s != NULL)
-			s->carved = 0; /* full: off the list until an object comes back */
-		*carve = 0;
+	unsigned mine = CENTRAL_CARVE_SLOTS, idle = CENTRAL_CARVE_SLOTS;
+	for (unsigned k = 0; k < CENTRAL_CARVE_SLOTS; k++) {
+		if (c->carve[k].owner == owner)
+			mine = k;
+		else if (c->carve[k].owner == NULL && idle == CENTRAL_CARVE_SLOTS)
+			idle = k;
 	}
-	struct pa_span *s = carve_pick(c);
-	if (s == NULL && (s = grow_locked(c, cls)) == NULL)
+	if (mine < CENTRAL_CARVE_SLOTS) {
+		if (c->carve[mine].span->nfree != 0) {
+			*carving = 1;
+			return c->carve[mine].span;
+		}
+		idle = mine; /* full: a new one in its place */
+	}
+	/* The first listed span no one carves: among the first SLOTS + 1
+	 * listed there is one, as at most SLOTS are carved. */
+	struct pa_span *s = c->partial;
+	while (s != NULL && carved(c, s))
+		s = s->next;
+	if (idle == CENTRAL_CARVE_SLOTS) {
+		*carving = 0; /* every slot is another cache's: share */
+		return s != NULL ? s : c->partial != NULL ? c->partial : grow_locked(c, cls);
+	}
+	if (s == NULL && (s = grow_locked(c, cls)) == NULL) {
+		c->carve[idle].owner = NULL;
+		c->carve[idle].span = NULL;
+		*carving = 0;
 		return NULL;
-	s->carved = 1;
-	*carve = span_base(s);
+	}
+	c->carve[idle].owner = owner;
+	c->carve[idle].span = s;
+	*carving = 1;
 	return s;
 }
 
-unsigned central_take(unsigned cls, unsigned n, void **head, uintptr_t *carve)
+unsigned central_take(unsigned cls, unsigned n, void **head, const void *owner, int *carving)
 {
 	struct pa_central *c = &central[cls];
 	void *list = NULL, **tail = &list;
 	unsigned got = 0;
 	lock_acquire(&c->lock);
-	if (carve != NULL && c->nstash != 0 && n == central_batch(cls)) {
+	if (owner != NULL && c->nstash != 0 && n == central_batch(cls)) {
 		*head = stash_pop(central_stash[cls], &c->nstash, &c->stash_low);
 		lock_release(&c->lock);
 		return n;
 	}
 	while (got < n) {
-		struct pa_span *s = take_span(c, cls, carve);
+		struct pa_span *s = take_span(c, cls, owner, carving);
 		if (s == NULL)
 			break;
 		got += take_from(c, s, n - got < s->nfree ? n - got : s->nfree, &tail);
@@ -255,17 +263,20 @@ unsigned central_take(unsigned cls, unsigned n, void **head, uintptr_t *carve)
 	return got;
 }
 
-void central_uncarve_held(unsigned cls, uintptr_t base)
+void central_uncarve_held(unsigned cls, const void *owner)
 {
-	struct pa_span *s = class_span_at(cls, base);
-	if (s != NULL)
-		s->carved = 0;
+	struct pa_central *c = &central[cls];
+	for (unsigned k = 0; k < CENTRAL_CARVE_SLOTS; k++)
+		if (c->carve[k].owner == owner) {
+			c->carve[k].owner = NULL;
+			c->carve[k].span = NULL;
+		}
 }
 
-void central_uncarve(unsigned cls, uintptr_t base)
+void central_uncarve(unsigned cls, const void *owner)
 {
 	lock_acquire(&central[cls].lock);
-	central_uncarve_held(cls, base);
+	central_uncarve_held(cls, owner);
 	lock_release(&central[cls].lock);
 }
 
@@ -276,6 +287,11 @@ static void retire_locked(struct pa_central *c, struct pa_span *s)
 {
 	if (s->prevnext != NULL)
 		list_remove(s);
+	for (unsigned k = 0; k < CENTRAL_CARVE_SLOTS; k++)
+		if (c->carve[k].span == s) {
+			c->carve[k].owner = NULL;
+			c->carve[k].span = NULL;
+		}
 	c->spans--;
 	c->rel_pages -= bits_popcount(s->relmap);
 	c->dirty -= s->dirty;

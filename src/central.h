@@ -48,6 +48,9 @@ static inline unsigned central_batch(unsigned cls)
 #define CENTRAL_STASH_MAX 64u
 #define CENTRAL_STASH_BYTES ((size_t)1 << 20)
 
+/* Thread caches that carve spans of their own, per class (central_take). */
+#define CENTRAL_CARVE_SLOTS 4u
+
 struct pa_central {
 	pa_lock lock;
 	/* Protected by lock. */
@@ -59,6 +62,12 @@ struct pa_central {
 	uint32_t nstash;         /* central_stash[cls][0, nstash): batches, oldest
 	                          * first (relaxed atomic stores: the stats read it) */
 	uint32_t stash_low;      /* the fewest batches stashed since the last decay */
+	/* The spans thread caches carve (central_take): an owner (its cache)
+	 * and its span per slot; owner NULL: a free slot. */
+	struct {
+		const void *owner;
+		struct pa_span *span;
+	} carve[CENTRAL_CARVE_SLOTS];
 } __attribute__((aligned(64)));
 
 /* Each class's stash, apart from central[] so that a class that never
@@ -70,28 +79,32 @@ extern struct pa_central central[PA_SC_NUM_CLASSES];
 /*
  * Take up to n objects of class cls; they are linked through their first
  * word from *head. Returns how many (0: out of memory, errno = ENOMEM).
- * With `carve` (a thread cache's refill), a whole batch (n ==
+ * With `owner` (a thread cache's refill), a whole batch (n ==
  * central_batch(cls)) comes from the stash when it has one, and objects
- * from spans come first from the span *carve names (its base address, 0
- * for none), which the cache keeps carving until it is full.
+ * from spans come first from the span the owner carves, until it is full;
+ * *carving says whether the owner holds one of the class's carve slots
+ * afterwards (carving NULL: no carving, shared spans only).
  *
  * Thread-affine spans: objects of two threads side by side in one span
  * share cache lines that both threads write (two threads each churning
  * their own objects of one class ran 17-35% slower than one thread, and as
- * fast when their classes differed). So a refill that needs a span skips
- * spans other caches are carving (`carved`), up to CENTRAL_CARVE_SKIP of
- * them: past that many it shares the first, and with fewer listed, all
- * carved, it makes a new span. At most CENTRAL_CARVE_SKIP spans per class
- * are made for it; a thread's carve flag is cleared when its span fills or
- * its cache is released (central_uncarve).
+ * fast when their classes differed). So up to CENTRAL_CARVE_SLOTS caches
+ * per class each carve a span of their own (the class's carve slots, under
+ * its lock): a refill that needs a span takes the first listed span no one
+ * carves, or makes one, and takes a free slot for it. With every slot
+ * taken, a cache shares the spans as before. A slot is freed when its span
+ * fills or retires, or its owner lets go (central_uncarve: the cache is
+ * released). Caches carve only while there are at most CENTRAL_CARVE_SLOTS
+ * of them (cache.c): with more threads than slots most share anyway, and
+ * the slots' spans, skipped by the others, cost memory (wl-threads, 64
+ * threads: 1.3 MiB more).
  */
-#define CENTRAL_CARVE_SKIP 4u
-unsigned central_take(unsigned cls, unsigned n, void **head, uintptr_t *carve);
+unsigned central_take(unsigned cls, unsigned n, void **head, const void *owner, int *carving);
 
-/* The cache that carved the span at base lets it go; the _held form with
- * the class's lock held, or in fork's child, where only the caller runs. */
-void central_uncarve(unsigned cls, uintptr_t base);
-void central_uncarve_held(unsigned cls, uintptr_t base);
+/* owner lets go of its carve slot in class cls; the _held form with the
+ * class's lock held, or in fork's child, where only the caller runs. */
+void central_uncarve(unsigned cls, const void *owner);
+void central_uncarve_held(unsigned cls, const void *owner);
 
 /* Give n objects of class cls, linked through their first word, back to
  * their spans, or with `stash` (a thread cache's overflow) a whole batch to

@@ -91,7 +91,6 @@ int span_init_small(struct pa_span *s, unsigned cls, uintptr_t base)
 	s->bump = 0;
 	s->scan = 0;
 	s->dirty = 0;
-	s->carved = 0;
 	s->relmap = 0;
 	s->gave_epoch = 0;
 	s->next = NULL;

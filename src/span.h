@@ -74,7 +74,6 @@ struct pa_span {
 	uint16_t bump;             /* objects at index >= bump were never handed out */
 	uint16_t scan;             /* every object below this index is out of the span */
 	uint8_t dirty;             /* an object came back since the last sweep */
-	uint8_t carved;            /* a thread cache refills from it first (central.h) */
 	uint32_t relmap;           /* 4 KiB pages released by central_sweep (bit j: page j) */
 	uint32_t gave_epoch;       /* heap epoch (ms) when an object last came back */
 	struct pa_span *next;      /* central partial list */

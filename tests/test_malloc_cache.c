@@ -548,7 +548,7 @@ static void the_large_stash_decays_too(void **state)
 
 /* ---- thread-affine spans -------------------------------------------------- */
 
-#define CV_THREADS ((int)CENTRAL_CARVE_SKIP + 1)
+#define CV_THREADS ((int)CENTRAL_CARVE_SLOTS) /* with the main thread's cache, one too many */
 #define CV_SIZE 3456 /* a class no other test here uses: 7 objects in 3 pages */
 
 struct carve_run {
@@ -575,9 +575,11 @@ static void *carve_thread(void *arg)
 	return NULL; /* the cache goes: its carve flag is cleared */
 }
 
-/* Live threads refilling one class carve spans of their own: the first
- * CENTRAL_CARVE_SKIP threads each get a new span, the next one shares the
- * newest (the first listed); when the threads exit their spans are no one's. */
+/* Live threads refilling one class carve spans of their own while there
+ * are at most CENTRAL_CARVE_SLOTS caches: with the main thread's, the first
+ * three threads each get a new span and a carve slot; the fourth, a fifth
+ * cache, does not carve and shares the newest span (the first listed).
+ * When the threads exit their slots are free. */
 static void live_threads_refill_from_spans_of_their_own(void **state)
 {
 	(void)state;
@@ -585,6 +587,9 @@ static void live_threads_refill_from_spans_of_their_own(void **state)
 	TU_EQ(pa_sizeclasses[cls].size, CV_SIZE);
 	pa_thread_cache_flush();
 	TU_EQ(central[cls].partial == NULL, 1);
+	struct pa_malloc_stats m;
+	assert_int_equal(pa_malloc_stats(&m), 0);
+	TU_EQ(m.thread_caches, 1);
 	static struct carve_run r;
 	pthread_mutex_init(&r.mu, NULL);
 	pthread_cond_init(&r.cv, NULL);
@@ -597,20 +602,24 @@ static void live_threads_refill_from_spans_of_their_own(void **state)
 		pthread_mutex_unlock(&r.mu);
 	}
 	for (int k = 0; k < CV_THREADS - 1; k++) {
-		TU_EQ(pagemap_lookup(r.span[k])->carved, 1);
+		TU_EQ(span_base(central[cls].carve[k].span), r.span[k]);
+		assert_true(central[cls].carve[k].owner != NULL);
 		for (int j = 0; j < k; j++)
 			assert_true(r.span[k] != r.span[j]);
 	}
 	TU_EQ(r.span[CV_THREADS - 1], r.span[CV_THREADS - 2]);
-	TU_EQ(central[cls].spans, CENTRAL_CARVE_SKIP);
+	TU_EQ(central[cls].spans, CV_THREADS - 1);
+	TU_EQ(central[cls].carve[CV_THREADS - 1].owner == NULL, 1);
 	pthread_mutex_lock(&r.mu);
 	r.leave = 1;
 	pthread_cond_broadcast(&r.cv);
 	pthread_mutex_unlock(&r.mu);
 	for (int k = 0; k < CV_THREADS; k++)
 		assert_int_equal(pthread_join(t[k], NULL), 0);
-	for (int k = 0; k < CV_THREADS - 1; k++)
-		TU_EQ(pagemap_lookup(r.span[k])->carved, 0);
+	for (int k = 0; k < CV_THREADS - 1; k++) {
+		TU_EQ(central[cls].carve[k].owner == NULL, 1);
+		TU_EQ(central[cls].carve[k].span == NULL, 1);
+	}
 	for (int k = 0; k < CV_THREADS; k++)
 		pa_free(r.p[k]);
 	pa_thread_cache_flush();
