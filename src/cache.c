@@ -40,11 +40,17 @@ static void list_give_all(unsigned cls, struct pa_tc_list *l)
 	__atomic_store_n(&l->count, 0, __ATOMIC_RELAXED);
 }
 
+/* May tc hold one of class cls's carve slots (central_take)? */
+static int cache_carves(const struct pa_tcache *tc, unsigned cls)
+{
+	return (int)(tc->carving[cls / 64] >> (cls % 64) & 1);
+}
+
 static void cache_release(struct pa_tcache *tc)
 {
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
 		list_give_all(cls, &tc->lists[cls]);
-		if (tc->carving[cls / 64] >> (cls % 64) & 1)
+		if (cache_carves(tc, cls))
 			central_uncarve(cls, tc);
 	}
 	for (unsigned w = 0; w < sizeof(tc->carving) / sizeof(tc->carving[0]); w++)
@@ -328,7 +334,7 @@ void cache_fork_child(void)
 			continue;
 		fold_large_counts(tc);
 		for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
-			if (tc->carving[cls / 64] >> (cls % 64) & 1)
+			if (cache_carves(tc, cls))
 				central_uncarve_held(cls, tc);
 	}
 	registry = NULL;

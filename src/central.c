@@ -186,6 +186,13 @@ static unsigned stash_cap(unsigned cls)
 	                    CENTRAL_STASH_MAX);
 }
 
+/* Free carve slot k of c; lock held. */
+static void carve_clear(struct pa_central *c, unsigned k)
+{
+	c->carve[k].owner = NULL;
+	c->carve[k].span = NULL;
+}
+
 /* Is s in one of c's carve slots? Lock held. */
 static int carved(const struct pa_central *c, const struct pa_span *s)
 {
@@ -226,8 +233,7 @@ static struct pa_span *take_span(struct pa_central *c, unsigned cls, const void 
 		return s != NULL ? s : c->partial != NULL ? c->partial : grow_locked(c, cls);
 	}
 	if (s == NULL && (s = grow_locked(c, cls)) == NULL) {
-		c->carve[idle].owner = NULL;
-		c->carve[idle].span = NULL;
+		carve_clear(c, idle);
 		*carving = 0;
 		return NULL;
 	}
@@ -267,10 +273,8 @@ void central_uncarve_held(unsigned cls, const void *owner)
 {
 	struct pa_central *c = &central[cls];
 	for (unsigned k = 0; k < CENTRAL_CARVE_SLOTS; k++)
-		if (c->carve[k].owner == owner) {
-			c->carve[k].owner = NULL;
-			c->carve[k].span = NULL;
-		}
+		if (c->carve[k].owner == owner)
+			carve_clear(c, k);
 }
 
 void central_uncarve(unsigned cls, const void *owner)
@@ -288,10 +292,8 @@ static void retire_locked(struct pa_central *c, struct pa_span *s)
 	if (s->prevnext != NULL)
 		list_remove(s);
 	for (unsigned k = 0; k < CENTRAL_CARVE_SLOTS; k++)
-		if (c->carve[k].span == s) {
-			c->carve[k].owner = NULL;
-			c->carve[k].span = NULL;
-		}
+		if (c->carve[k].span == s)
+			carve_clear(c, k);
 	c->spans--;
 	c->rel_pages -= bits_popcount(s->relmap);
 	c->dirty -= s->dirty;
