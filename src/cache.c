@@ -31,13 +31,14 @@ static pthread_key_t exit_key;
  * cache_global_init. */
 static size_t cache_capacity;
 
-static void list_give_all(unsigned cls, struct pa_tc_list *l)
+static void list_give_all(struct pa_tcache *tc, unsigned cls)
 {
-	if (l->count == 0)
+	uint32_t count = cache_list_count(tc, cls);
+	if (count == 0)
 		return;
-	central_give(cls, l->head, l->count, 0);
-	l->head = NULL;
-	__atomic_store_n(&l->count, 0, __ATOMIC_RELAXED);
+	central_give(cls, tc->head[cls], count, 0);
+	tc->head[cls] = NULL;
+	cache_list_set(tc, cls, 0, tc->max[cls]);
 }
 
 /* May tc hold one of class cls's carve slots (central_take)? */
@@ -49,7 +50,7 @@ static int cache_carves(const struct pa_tcache *tc, unsigned cls)
 static void cache_release(struct pa_tcache *tc)
 {
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
-		list_give_all(cls, &tc->lists[cls]);
+		list_give_all(tc, cls);
 		if (cache_carves(tc, cls))
 			central_uncarve(cls, tc);
 	}
@@ -73,7 +74,7 @@ static struct pa_tcache *cache_build(void)
 	if (tc == NULL)
 		return NULL;
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
-		tc->lists[cls].max = 1;
+		cache_list_set(tc, cls, 0, 1);
 	lock_acquire(&registry_lock);
 	tc->next = registry;
 	if (tc->next != NULL)
@@ -171,25 +172,25 @@ static size_t cache_held(const struct pa_tcache *tc)
 {
 	size_t bytes = (size_t)tc->large_pages * PA_PAGE_SIZE;
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
-		bytes += (size_t)tc->lists[cls].count * pa_sizeclasses[cls].size;
+		bytes += (size_t)cache_list_count(tc, cls) * pa_sizeclasses[cls].size;
 	return bytes;
 }
 
-/* Give back the older half of l (rounded up): the newest count / 2 objects,
- * the ones freed last and likeliest in cache, stay. */
-static void list_give_older_half(unsigned cls, struct pa_tc_list *l)
+/* Give back the older half of tc's list of cls (rounded up): the newest
+ * count / 2 objects, the ones freed last and likeliest in cache, stay. */
+static void list_give_older_half(struct pa_tcache *tc, unsigned cls)
 {
-	uint32_t keep = l->count / 2;
+	uint32_t count = cache_list_count(tc, cls), keep = count / 2;
 	if (keep == 0) {
-		list_give_all(cls, l);
+		list_give_all(tc, cls);
 		return;
 	}
-	void **last = l->head;
+	void **last = tc->head[cls];
 	for (uint32_t k = 1; k < keep; k++)
 		last = last[0];
-	central_give(cls, last[0], l->count - keep, 0);
+	central_give(cls, last[0], count - keep, 0);
 	last[0] = NULL;
-	__atomic_store_n(&l->count, keep, __ATOMIC_RELAXED);
+	cache_list_set(tc, cls, keep, tc->max[cls]);
 }
 
 /* Every 8th slow path of tc: over its share of thread_cache_total, give
@@ -202,9 +203,10 @@ static void cache_keep_share(struct pa_tcache *tc)
 	if (share >= cache_capacity || cache_held(tc) <= share)
 		return;
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
-		struct pa_tc_list *l = &tc->lists[cls];
-		list_give_older_half(cls, l);
-		l->max = l->max > 2 ? l->max / 2 : 1; /* and grow again slowly */
+		list_give_older_half(tc, cls);
+		uint32_t max = tc->max[cls];
+		/* and grow again slowly (count <= max / 2 now) */
+		cache_list_set(tc, cls, cache_list_count(tc, cls), max > 2 ? max / 2 : 1);
 	}
 	while (tc->nlarge > 0 && cache_held(tc) > share)
 		large_release(cache_slot_remove(tc, 0));
@@ -224,12 +226,11 @@ void *cache_alloc_slow(unsigned cls)
 		return head;
 	}
 	cache_keep_share(tc);
-	struct pa_tc_list *l = &tc->lists[cls];
+	uint32_t max = tc->max[cls];
 	unsigned batch = central_batch(cls);
 	int carving = 0,
 	    few = __atomic_load_n(&registry_len, __ATOMIC_RELAXED) <= CENTRAL_CARVE_SLOTS;
-	unsigned n =
-	    central_take(cls, l->max < batch ? l->max : batch, &head, tc, few ? &carving : NULL);
+	unsigned n = central_take(cls, max < batch ? max : batch, &head, tc, few ? &carving : NULL);
 	if (carving)
 		tc->carving[cls / 64] |= (uint64_t)1 << (cls % 64);
 	if (n == 0)
@@ -237,10 +238,9 @@ void *cache_alloc_slow(unsigned cls)
 	/* Slow start (tcmalloc's): a list's bound grows by one at each refill
 	 * up to a batch, then to PA_TC_LIST_BATCHES; a class a thread seldom uses
 	 * never pulls in a whole batch. */
-	l->max = l->max < batch ? l->max + 1 : PA_TC_LIST_BATCHES * batch;
 	void **o = head;
-	l->head = o[0];
-	__atomic_store_n(&l->count, n - 1, __ATOMIC_RELAXED);
+	tc->head[cls] = o[0];
+	cache_list_set(tc, cls, n - 1, max < batch ? max + 1 : PA_TC_LIST_BATCHES * batch);
 	o[1] = NULL;
 	return o;
 }
@@ -256,27 +256,26 @@ void cache_free_slow(unsigned cls, void *p)
 		central_give(cls, o, 1, 0);
 		return;
 	}
-	struct pa_tc_list *l = &tc->lists[cls];
-	o[0] = l->head;
-	l->head = o;
-	uint32_t count = l->count + 1;
+	o[0] = tc->head[cls];
+	tc->head[cls] = o;
+	uint32_t count = cache_list_count(tc, cls) + 1, max = tc->max[cls];
 	unsigned batch = central_batch(cls);
-	if (count > l->max && l->max < batch)
-		l->max++; /* slow start, for a thread that frees more than it takes */
-	if (count > l->max) {
+	if (count > max && max < batch)
+		max++; /* slow start, for a thread that frees more than it takes */
+	if (count > max) {
 		/* Give the first batch back (one walk of `batch` links); the
 		 * bound is at least a batch here. */
 		unsigned n = batch;
-		void **last = l->head;
+		void **last = tc->head[cls];
 		for (unsigned k = 1; k < n; k++)
 			last = last[0];
 		void *rest = last[0];
 		last[0] = NULL;
-		central_give(cls, l->head, n, 1);
-		l->head = rest;
+		central_give(cls, tc->head[cls], n, 1);
+		tc->head[cls] = rest;
 		count -= n;
 	}
-	__atomic_store_n(&l->count, count, __ATOMIC_RELAXED);
+	cache_list_set(tc, cls, count, max);
 	cache_keep_share(tc);
 }
 
@@ -301,7 +300,7 @@ void cache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *large_spans, size_t *l
 		    (size_t)__atomic_load_n(&tc->large_objects_delta, __ATOMIC_RELAXED);
 		*made_pages += (size_t)__atomic_load_n(&tc->large_pages_delta, __ATOMIC_RELAXED);
 		for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
-			held[cls] += __atomic_load_n(&tc->lists[cls].count, __ATOMIC_RELAXED);
+			held[cls] += cache_list_count(tc, cls);
 		*large_spans += __atomic_load_n(&tc->nlarge, __ATOMIC_RELAXED);
 		*large_pages += __atomic_load_n(&tc->large_pages, __ATOMIC_RELAXED);
 	}

@@ -3,7 +3,7 @@
  *
  * Each thread that allocates owns a struct pa_tcache: per size class, a
  * singly linked list of free objects (linked through their first word) with
- * a count and a bound. pa_malloc pops, pa_free pushes: no lock, no atomic
+ * a bound and the room left under it. pa_malloc pops, pa_free pushes: no lock, no atomic
  * read-modify-write, nothing shared written. An empty list refills with a
  * batch from the class's central list; a list over its bound gives a batch
  * back (central.h). Bounds: a batch is 16 KiB worth of objects, at least 1
@@ -42,12 +42,6 @@
 #include "sizeclass_table.h"
 #include "span.h"
 
-struct pa_tc_list {
-	void *head;
-	uint32_t count; /* objects on the list */
-	uint32_t max;   /* give a batch back when count would exceed it */
-};
-
 /* Large objects freed by this thread wait here for reuse: at most
  * PA_LARGE_SLOTS of them, each at most PA_LARGE_SLOT_MAX_PAGES, together at
  * most PA_LARGE_SLOTS_MAX_PAGES (tcmalloc's thread caches serve up to
@@ -81,7 +75,17 @@ struct pa_tc_list {
 #define PA_TC_MIN_BUDGET ((size_t)32 << 10)
 
 struct pa_tcache {
-	struct pa_tc_list lists[PA_SC_NUM_CLASSES];
+	/* Per size class, a list of free objects linked through their first
+	 * word (head), its bound (max: a free that would take the list past
+	 * it gives a batch back) and its room (max less the objects on the
+	 * list: a free pushes while it is not 0). Three arrays and not one of
+	 * structs, and a room and not a count: indexed by class with the
+	 * CPU's scaled addressing and tested without the bound, the fast
+	 * paths save five instructions a pair (docs/design.md). room and max
+	 * are written with relaxed atomic stores (the stats read them). */
+	uint32_t room[PA_SC_NUM_CLASSES]; /* first: gcc then stores it without an add */
+	void *head[PA_SC_NUM_CLASSES];
+	uint32_t max[PA_SC_NUM_CLASSES];
 	struct pa_span *large[PA_LARGE_SLOTS]; /* [0, nlarge), oldest first */
 	uint32_t nlarge;
 	uint32_t large_pages; /* pages in large[] (relaxed atomic stores) */
@@ -101,7 +105,7 @@ struct pa_tcache {
 	struct pa_tcache *next, **prevnext;
 };
 
-extern struct pa_tcache cache_empty;
+extern struct pa_tcache cache_empty PA_HIDDEN;
 extern __thread struct pa_tcache *cache_self __attribute__((tls_model("initial-exec")));
 
 /* The calling thread's cache, or NULL while it has none: the placeholders
@@ -110,7 +114,24 @@ extern __thread struct pa_tcache *cache_self __attribute__((tls_model("initial-e
 static inline struct pa_tcache *cache_real(void)
 {
 	struct pa_tcache *tc = cache_self;
-	return tc->lists[1].max != 0 ? tc : NULL;
+	return tc->max[1] != 0 ? tc : NULL;
+}
+
+/* Objects on tc's list of cls: exact in tc's own thread, an estimate in
+ * another (the stats), which may see room and max from different times. */
+static inline uint32_t cache_list_count(const struct pa_tcache *tc, unsigned cls)
+{
+	uint32_t max = __atomic_load_n(&tc->max[cls], __ATOMIC_RELAXED);
+	uint32_t room = __atomic_load_n(&tc->room[cls], __ATOMIC_RELAXED);
+	return room < max ? max - room : 0;
+}
+
+/* Set tc's list of cls to count objects (its head set by the caller) under
+ * bound max >= count. */
+static inline void cache_list_set(struct pa_tcache *tc, unsigned cls, uint32_t count, uint32_t max)
+{
+	__atomic_store_n(&tc->max[cls], max, __ATOMIC_RELAXED);
+	__atomic_store_n(&tc->room[cls], max - count, __ATOMIC_RELAXED);
 }
 
 /* The list of cls was empty: refill it and return one object, or NULL

@@ -132,7 +132,7 @@ static void unrelease(struct pa_central *c, struct pa_span *s, unsigned i)
 	unsigned first = (unsigned)(off / PA_SPAN_RELPAGE);
 	unsigned last = (unsigned)((off + s->size - 1) / PA_SPAN_RELPAGE);
 	uint32_t m = (uint32_t)bits_mask(first, last - first + 1u) & s->relmap;
-	__atomic_store_n(&s->relmap, s->relmap & ~m, __ATOMIC_RELAXED); /* pa_free reads it */
+	s->relmap &= ~m; /* take_from then updates fbump */
 	c->rel_pages -= bits_popcount(m);
 }
 
@@ -174,6 +174,7 @@ static unsigned take_from(struct pa_central *c, struct pa_span *s, unsigned want
 	s->scan = (uint16_t)(last + 1);
 	if (last >= s->bump) /* pa_free reads it without the lock */
 		__atomic_store_n(&s->bump, (uint16_t)(last + 1), __ATOMIC_RELAXED);
+	span_fbump_update(s); /* the same */
 	s->nfree = (uint16_t)(s->nfree - got);
 	*tail = link;
 	return got;
@@ -300,7 +301,7 @@ static void retire_locked(struct pa_central *c, struct pa_span *s)
 	pagemap_set(span_base(s), s->npages, NULL);
 	pages_free(span_base(s), s->npages);
 	if (s->vg_sizes != NULL)
-		os_unmap(s->vg_sizes, s->objects * sizeof(uint32_t));
+		os_unmap(s->vg_sizes, span_objects(s) * sizeof(uint32_t));
 	span_delete(s);
 }
 
@@ -334,7 +335,7 @@ static void give_locked(struct pa_central *c, void *head, unsigned n)
 		__atomic_store_n(&s->alloc[i / 64u], word & ~bit, __ATOMIC_RELAXED);
 		if (i < s->scan)
 			s->scan = (uint16_t)i;
-		if (++s->nfree == s->objects) {
+		if (++s->nfree == span_objects(s)) {
 			retire_locked(c, s);
 			s = NULL;
 		} else if (s->prevnext == NULL) {
@@ -455,8 +456,8 @@ static uint32_t sweepable(const struct pa_span *s)
 		uintptr_t off = (uintptr_t)j * PA_SPAN_RELPAGE;
 		unsigned first = (unsigned)(off / s->size);
 		unsigned last = (unsigned)((off + PA_SPAN_RELPAGE - 1) / s->size);
-		if (last >= s->objects)
-			last = s->objects - 1u;
+		if (last >= span_objects(s))
+			last = span_objects(s) - 1u;
 		if (first > last || last >= s->bump)
 			continue; /* tail waste only, or not all handed out yet */
 		if (bits_count_range(s->alloc, first, last - first + 1u) == 0)
@@ -469,8 +470,12 @@ static uint32_t sweepable(const struct pa_span *s)
  * them cannot be handed out meanwhile). Returns pages released. */
 static unsigned release_pages(struct pa_span *s, uint32_t m, int lazy)
 {
+	/* pa_free's fast path stops trusting the free-keys before the pages
+	 * (and the keys on them) go. */
+	__atomic_store_n(&s->fbump, 0, __ATOMIC_RELAXED);
 	uint32_t done = os_release_mask((void *)span_base(s), m, PA_SPAN_RELPAGE, lazy);
-	__atomic_store_n(&s->relmap, s->relmap | done, __ATOMIC_RELAXED); /* pa_free reads it */
+	s->relmap |= done;
+	span_fbump_update(s);
 	return bits_popcount(done);
 }
 

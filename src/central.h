@@ -72,9 +72,9 @@ struct pa_central {
 
 /* Each class's stash, apart from central[] so that a class that never
  * stashes makes none of it resident: under the class's lock. */
-extern void *central_stash[PA_SC_NUM_CLASSES][CENTRAL_STASH_MAX];
+extern void *central_stash[PA_SC_NUM_CLASSES][CENTRAL_STASH_MAX] PA_HIDDEN;
 
-extern struct pa_central central[PA_SC_NUM_CLASSES];
+extern struct pa_central central[PA_SC_NUM_CLASSES] PA_HIDDEN;
 
 /*
  * Take up to n objects of class cls; they are linked through their first

@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 
+#include "hidden.h"
+
 #define PA_CONF_PATH_MAX 256
 
 struct pa_config {
@@ -39,7 +41,7 @@ extern void (*config_on_change)(void);
 
 /* The process-wide configuration (the default heap's). Written during
  * initialisation and by pa_config_set; read when the default heap is built. */
-extern struct pa_config pa_conf;
+extern struct pa_config pa_conf PA_HIDDEN;
 
 /* Apply PAGEALLOC_CONF from the environment (once per call; the default
  * heap calls it once). */

@@ -168,8 +168,9 @@ static void *large_alloc_pages(size_t n, size_t align, int zero)
 		pages_free(end, (raw + total * PA_PAGE_SIZE - end) >> PA_PAGE_SHIFT);
 	span_set_base(s, base);
 	s->npages = npages;
-	s->objects = 1; /* size 0, magic 0, class 0: one object, live */
+	/* size 0, magic 0, class 0: one object, live */
 	s->bump = 1;
+	s->fbump = 1;
 	span_bit_set(s, 0, 1);
 	if (pagemap_set(base, 1, s) != 0) {
 		pages_free(base, npages);
@@ -231,12 +232,12 @@ static void vg_note_size(void *p, size_t n)
 	unsigned i = span_index(s, (uintptr_t)p, &exact);
 	uint32_t *sizes = __atomic_load_n(&s->vg_sizes, __ATOMIC_ACQUIRE);
 	if (sizes == NULL) {
-		uint32_t *fresh = os_alloc(s->objects * sizeof(uint32_t));
+		uint32_t *fresh = os_alloc(span_objects(s) * sizeof(uint32_t));
 		if (fresh == NULL)
 			return;
 		if (!__atomic_compare_exchange_n(&s->vg_sizes, &sizes, fresh, 0, __ATOMIC_ACQ_REL,
 		                                 __ATOMIC_ACQUIRE))
-			os_unmap(fresh, s->objects * sizeof(uint32_t));
+			os_unmap(fresh, span_objects(s) * sizeof(uint32_t));
 		else
 			sizes = fresh;
 	}
@@ -285,21 +286,22 @@ static void *__attribute__((noinline)) small_alloc_slow(unsigned cls, size_t n)
 /* Object of class cls for a request of n bytes (n: for valgrind only). */
 static inline void *small_alloc(unsigned cls, size_t n)
 {
-	struct pa_tc_list *l = &cache_self->lists[cls];
-	void **o = l->head;
+	struct pa_tcache *tc = cache_self;
+	void **o = tc->head[cls];
 	if (__builtin_expect(o != NULL, 1)) {
 		/* Load the next link before the count: the other order measured
 		 * ~11-13 ns per pair against ~9 ns on this project's AMD EPYC
 		 * machines (same instructions, in-run comparison). */
 		void **next = o[0];
-		l->head = next;
+		tc->head[cls] = next;
 		/* The next malloc of this class loads next's link and clears
 		 * its free-key: start bringing its line in now. That load was
 		 * the miss of the fast path (wl-service: malloc 16% of the
 		 * run's CPU, most of it on this load); with the prefetch its
 		 * user time fell from 0.57 s to 0.50 s (medians of 5). */
 		__builtin_prefetch(next, 1);
-		__atomic_store_n(&l->count, l->count - 1, __ATOMIC_RELAXED);
+		uint32_t *room = &tc->room[cls];
+		__atomic_store_n(room, *room + 1, __ATOMIC_RELAXED);
 		o[1] = NULL; /* the free-key: this block is live now */
 		return o;
 	}
@@ -341,12 +343,14 @@ static void __attribute__((noinline)) free_slow(struct pa_span *s, void *p)
 /* Which check does block p fail? PA_OBJ_FOREIGN .. PA_OBJ_DOUBLE_FREE, or
  * -1 when it is a live block; *span gets its span. With `fast` (pa_free's
  * fast path, a constant) the page map lookup skips its bound check (the
- * checks after it are exact) and the alloc bit is not read: a load whose
- * address depends on the object index cost ~5 ns per pair
- * (docs/design.md); the bump index and the free-key catch the same faults
- * unless the freed block was written after the free, and the bit is checked
- * again when the object returns to its span. A pointer that fails here is
- * diagnosed again without `fast` for its message. */
+ * checks after it are exact), the alloc bit is not read (a load whose
+ * address depends on the object index cost ~5 ns per pair, docs/design.md)
+ * and the bound is fbump, not bump: while no page of the span is released
+ * the bump index and the free-key catch the same faults unless the freed
+ * block was written after the free (the bit is checked again when the
+ * object returns to its span); after, fbump is 0 and every block fails.
+ * A block that fails the fast checks is checked again without `fast`
+ * (free_other), which frees it or names its fault. */
 static inline int block_check_as(void *p, struct pa_span **span, int fast)
 {
 	uintptr_t a = (uintptr_t)p;
@@ -357,18 +361,13 @@ static inline int block_check_as(void *p, struct pa_span **span, int fast)
 	/* A large object passes the same checks as a one-object span. */
 	int exact;
 	unsigned i = span_index(s, a, &exact);
-	if (__builtin_expect(!exact || (!fast && i >= s->objects), 0))
+	if (__builtin_expect(!exact || (!fast && i >= span_objects(s)), 0))
 		return PA_OBJ_INTERIOR;
-	if (__builtin_expect(i >= __atomic_load_n(&s->bump, __ATOMIC_RELAXED), 0))
-		return PA_OBJ_FOREIGN; /* an object the span never handed out */
-	/* The bit is read on the fast path too once the span sweep released a
-	 * page of the span: a free block there lost its free-key (span.h). (The
-	 * relmap load comes before the key's: after an atomic load the compiler
-	 * would compute the key again for the store that follows.) */
-	if (__builtin_expect(((!fast || __atomic_load_n(&s->relmap, __ATOMIC_RELAXED) != 0) &&
-	                      !span_bit(s, i)) ||
-	                         ((void **)p)[1] == (void *)span_free_key(p),
+	if (__builtin_expect(i >= __atomic_load_n(fast ? &s->fbump : &s->bump, __ATOMIC_RELAXED),
 	                     0))
+		return PA_OBJ_FOREIGN; /* an object the span never handed out */
+	if (__builtin_expect(
+	        (!fast && !span_bit(s, i)) || ((void **)p)[1] == (void *)span_free_key(p), 0))
 		return PA_OBJ_DOUBLE_FREE;
 	return -1;
 }
@@ -399,17 +398,17 @@ static inline void free_block(struct pa_span *s, void *p)
 {
 	unsigned cls = s->cls;
 	void **o = p;
-	struct pa_tc_list *l = &cache_self->lists[cls];
-	uint32_t count = l->count;
+	struct pa_tcache *tc = cache_self;
+	uint32_t left = tc->room[cls];
 	o[1] = (void *)span_free_key(p);
-	/* List 0 (large objects) has bound 0 in every cache. */
-	if (__builtin_expect(count >= l->max, 0)) {
+	/* List 0 (large objects) has bound 0, so room 0, in every cache. */
+	if (__builtin_expect(left == 0, 0)) {
 		free_slow(s, p);
 		return;
 	}
-	o[0] = l->head;
-	l->head = o;
-	__atomic_store_n(&l->count, count + 1, __ATOMIC_RELAXED);
+	o[0] = tc->head[cls];
+	tc->head[cls] = o;
+	__atomic_store_n(&tc->room[cls], left - 1, __ATOMIC_RELAXED);
 }
 
 /* ---- the API ------------------------------------------------------------- */
@@ -421,18 +420,24 @@ void *pa_malloc(size_t n)
 	return large_alloc(n, PA_PAGE_SIZE, 0);
 }
 
-static void __attribute__((noinline)) free_rest(void *p)
+/* pa_free of a block that failed the fast checks: NULL, a bad pointer
+ * (reported), or a live block of a span with a released page. */
+static void __attribute__((noinline)) free_other(void *p)
 {
-	if (p != NULL)
+	struct pa_span *s;
+	if (p == NULL)
+		return;
+	if (block_check(p, &s) >= 0)
 		block_fault("free", p);
+	free_block(s, p);
 }
 
 void pa_free(void *p)
 {
 	struct pa_span *s;
-	/* NULL is never in the page map: it takes the path of bad pointers. */
+	/* NULL is never in the page map: it takes free_other's path. */
 	if (__builtin_expect(block_check_as(p, &s, 1) >= 0, 0)) {
-		free_rest(p);
+		free_other(p);
 		return;
 	}
 	free_block(s, p);

@@ -7,10 +7,12 @@
 
 #include <stddef.h>
 
+#include "hidden.h"
+
 /* Large objects that hold pages of the heap (live, or waiting in a thread's
  * large slots), and their pages (atomics): with every thread cache's
  * deltas added (cache_totals), as threads without a cache count here. */
-extern size_t large_held_objects, large_held_pages;
+extern size_t large_held_objects PA_HIDDEN, large_held_pages PA_HIDDEN;
 
 struct pa_span;
 /* Give large span s's pages back to the page heap and drop its record. */

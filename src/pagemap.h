@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hidden.h"
 #include "layout.h"
 #include "lock.h"
 
@@ -35,9 +36,9 @@ struct pa_span;
 #define PA_PAGEMAP_ROOT_LEN ((size_t)1 << (PA_ADDR_BITS - PA_PAGEMAP_LEAF_SHIFT))
 #define PA_PAGEMAP_LEAF_LEN ((size_t)1 << (PA_PAGEMAP_LEAF_SHIFT - PA_PAGE_SHIFT))
 
-extern struct pa_span **pagemap_root[PA_PAGEMAP_ROOT_LEN];
+extern struct pa_span **pagemap_root[PA_PAGEMAP_ROOT_LEN] PA_HIDDEN;
 /* Serialises committing leaves (and is taken around fork). */
-extern pa_lock pagemap_leaf_lock;
+extern pa_lock pagemap_leaf_lock PA_HIDDEN;
 
 /* The span owning the page of p, or NULL. Never faults, for any p. */
 static inline struct pa_span *pagemap_lookup(uintptr_t p)

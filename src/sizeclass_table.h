@@ -89,6 +89,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hidden.h"
+
 /* Classes, the unused class 0 included. */
 #define PA_SC_NUM_CLASSES 66
 /* The largest small object; larger ones are runs of whole pages. */
@@ -112,9 +114,10 @@ struct pa_sizeclass {
 	                       every offset in the span */
 };
 
-extern const struct pa_sizeclass pa_sizeclasses[PA_SC_NUM_CLASSES];
-extern const uint8_t pa_sc_index_small[PA_SC_SMALL_MAX / PA_SC_SMALL_DIV + 1];
-extern const uint8_t pa_sc_index_large[(PA_SC_MAX_SMALL - PA_SC_SMALL_MAX) / PA_SC_LARGE_DIV + 1];
+extern const struct pa_sizeclass pa_sizeclasses[PA_SC_NUM_CLASSES] PA_HIDDEN;
+extern const uint8_t pa_sc_index_small[PA_SC_SMALL_MAX / PA_SC_SMALL_DIV + 1] PA_HIDDEN;
+extern const uint8_t
+    pa_sc_index_large[(PA_SC_MAX_SMALL - PA_SC_SMALL_MAX) / PA_SC_LARGE_DIV + 1] PA_HIDDEN;
 
 /* The smallest class whose objects hold n bytes, 1 <= n <= PA_SC_MAX_SMALL
  * (n == 0 gives class 1). */

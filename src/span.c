@@ -86,9 +86,9 @@ int span_init_small(struct pa_span *s, unsigned cls, uintptr_t base)
 	s->size = c->size;
 	s->magic = c->div_magic;
 	s->cls = (uint16_t)cls;
-	s->objects = c->objects;
 	s->nfree = c->objects;
 	s->bump = 0;
+	s->fbump = 0;
 	s->scan = 0;
 	s->dirty = 0;
 	s->relmap = 0;

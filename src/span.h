@@ -49,12 +49,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hidden.h"
 #include "layout.h"
 #include "sizeclass_table.h"
 
 /* One bit per object. (A pointer just past the last object, into the tail
  * waste, has index `objects`: pa_free rejects it on the bump index first,
- * bump <= objects, and never reads its bit.) */
+ * fbump <= bump <= objects, and never reads its bit.) */
 /* The sweep's page: spans are at most 10 heap pages, 20 such pages. */
 #define PA_SPAN_RELPAGE 4096u
 _Static_assert(PA_SC_MAX_PAGES *PA_PAGE_SIZE / PA_SPAN_RELPAGE <= 32, "relmap has 32 bits");
@@ -68,8 +69,10 @@ struct pa_span {
 	uint32_t size;      /* bytes per object (large: 0) */
 	uint32_t magic;     /* pa_sizeclasses[cls].div_magic: index = off * magic >> 32 */
 	uint16_t cls;       /* size class; 0 for a large object */
-	uint16_t objects;
 	/* Under the central lock of cls. */
+	uint16_t fbump;            /* bump while relmap is 0, else 0: pa_free's fast path
+	                            * checks this alone (the record's only spare bytes held
+	                            * `objects`, now span_objects) */
 	uint16_t nfree;            /* objects in the span (alloc bit 0) */
 	uint16_t bump;             /* objects at index >= bump were never handed out */
 	uint16_t scan;             /* every object below this index is out of the span */
@@ -91,6 +94,18 @@ struct pa_span {
 /* 128 bytes: two records to a cache line pair, 32 to a 4 KiB page (meta.h). */
 _Static_assert(sizeof(struct pa_span) <= 128, "a span descriptor is 128 bytes at most");
 
+/* Objects in s: its class's, or the one of a large span. */
+static inline unsigned span_objects(const struct pa_span *s)
+{
+	return s->cls != 0 ? pa_sizeclasses[s->cls].objects : 1u;
+}
+
+/* After bump or relmap changed; lock held (or s large, and its thread's). */
+static inline void span_fbump_update(struct pa_span *s)
+{
+	__atomic_store_n(&s->fbump, s->relmap != 0 ? 0 : s->bump, __ATOMIC_RELAXED);
+}
+
 static inline uintptr_t span_base(const struct pa_span *s)
 {
 	return -s->neg_base;
@@ -102,7 +117,7 @@ static inline void span_set_base(struct pa_span *s, uintptr_t base)
 }
 
 /* The per-process secret of the free-key (set once at malloc init). */
-extern uintptr_t span_key_secret;
+extern uintptr_t span_key_secret PA_HIDDEN;
 
 static inline uintptr_t span_free_key(const void *p)
 {

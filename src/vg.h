@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hidden.h"
+
 #if defined(__has_include)
 #if __has_include(<valgrind/memcheck.h>)
 #include <valgrind/memcheck.h>
@@ -43,7 +45,7 @@
 #endif
 
 /* 1 when running under valgrind (set once, at malloc init). */
-extern int vg_on;
+extern int vg_on PA_HIDDEN;
 
 /* Running under valgrind's memcheck (other tools, callgrind included,
  * ignore the requests, and the fast paths stay on): valgrind preloads

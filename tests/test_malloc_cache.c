@@ -288,7 +288,7 @@ static void *stash_thread(void *arg)
 	for (int k = 0; k < ST_OBJECTS; k++)
 		pa_free(a[k]);
 	r->spans_after_frees = class_spans(cls);
-	r->list_after_frees = cache_self->lists[cls].count;
+	r->list_after_frees = cache_list_count(cache_self, cls);
 	r->stashed_after_frees = central_stashed(cls);
 	struct pa_malloc_stats m;
 	assert_int_equal(pa_malloc_stats(&m), 0);
@@ -344,7 +344,7 @@ static void *stash_cap_thread(void *arg)
 		pa_free(a[k]);
 	unsigned cls = pa_size_to_class(32768);
 	stashed[0] = central_stashed(cls);
-	stashed[1] = cache_self->lists[cls].count;
+	stashed[1] = cache_list_count(cache_self, cls);
 	return NULL;
 }
 
@@ -626,6 +626,86 @@ static void live_threads_refill_from_spans_of_their_own(void **state)
 	TU_EQ(central[cls].spans, 0);
 }
 
+/* ---- pa_free's fast bound (span.h: fbump) ------------------------------------ */
+
+#define FB_BLOCKS 512 /* a span of 16-byte blocks: 8 KiB, two 4 KiB pages */
+
+struct fast_bound {
+	int one_span;         /* the 512 blocks filled one fresh span */
+	unsigned fbump_full;  /* fbump once all were handed out */
+	uint32_t relmap;      /* after the trim released the free second page */
+	unsigned fbump_rel;   /* ... and fbump then */
+	uint32_t list_after;  /* the thread's list after freeing the kept block */
+	int keyed;            /* that block holds its free-key */
+	int refound;          /* a block of the second page was handed out again */
+	uint32_t relmap_back; /* ... relmap then */
+	unsigned fbump_back;  /* ... and fbump, against bump */
+	unsigned bump_back;
+};
+
+static void *fast_bound_thread(void *arg)
+{
+	struct fast_bound *r = arg;
+	unsigned cls = pa_size_to_class(16);
+	static void *b[FB_BLOCKS], *more[FB_BLOCKS];
+	uintptr_t base = UINTPTR_MAX;
+	for (unsigned k = 0; k < FB_BLOCKS; k++) {
+		b[k] = pa_malloc(16);
+		if ((uintptr_t)b[k] < base)
+			base = (uintptr_t)b[k];
+	}
+	struct pa_span *s = pagemap_lookup(base);
+	r->one_span = 1;
+	for (unsigned k = 0; k < FB_BLOCKS; k++)
+		r->one_span &= pagemap_lookup((uintptr_t)b[k]) == s;
+	r->fbump_full = s->fbump;
+	for (unsigned k = 0; k < FB_BLOCKS; k++)
+		if ((uintptr_t)b[k] != base)
+			pa_free(b[k]);
+	pa_malloc_trim(0); /* caches and stash back to the spans; the sweep */
+	r->relmap = s->relmap;
+	r->fbump_rel = s->fbump;
+	pa_free((void *)base); /* live, in a span with a released page */
+	r->list_after = cache_list_count(cache_self, cls);
+	r->keyed = ((void **)base)[1] == (void *)span_free_key((void *)base);
+	unsigned n = 0;
+	while (n < FB_BLOCKS && !r->refound) {
+		more[n] = pa_malloc(16);
+		r->refound = pagemap_lookup((uintptr_t)more[n]) == s &&
+		             (uintptr_t)more[n] >= base + PA_SPAN_RELPAGE;
+		n++;
+	}
+	r->relmap_back = s->relmap;
+	r->fbump_back = s->fbump;
+	r->bump_back = s->bump;
+	for (unsigned k = 0; k < n; k++)
+		pa_free(more[k]);
+	return NULL;
+}
+
+/* fbump follows bump while no page of the span is released; the sweep's
+ * release sets it to 0, so every free in the span takes the full checks
+ * (which still free a live block); a block of the released page handed out
+ * again brings it back. */
+static void fbump_is_bump_until_a_page_is_released(void **state)
+{
+	(void)state;
+	struct fast_bound r;
+	memset(&r, 0, sizeof(r));
+	run_in_thread(fast_bound_thread, &r);
+	TU_EQ(r.one_span, 1);
+	TU_EQ(r.fbump_full, FB_BLOCKS);
+	TU_EQ(r.relmap, 2); /* the second 4 KiB page; the first holds the kept block */
+	TU_EQ(r.fbump_rel, 0);
+	TU_EQ(r.list_after, 1);
+	TU_EQ(r.keyed, 1);
+	TU_EQ(r.refound, 1);
+	TU_EQ(r.relmap_back, 0);
+	TU_EQ(r.fbump_back, r.bump_back);
+	assert_true(r.bump_back > FB_BLOCKS / 2);
+	pa_thread_cache_flush();
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -648,6 +728,7 @@ int main(void)
 	    TU_TEST(the_large_stash_holds_at_most_one_mib_of_a_page_count),
 	    TU_TEST(the_large_stash_decays_too),
 	    TU_TEST(live_threads_refill_from_spans_of_their_own),
+	    TU_TEST(fbump_is_bump_until_a_page_is_released),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
