@@ -452,12 +452,13 @@ static uint32_t sweepable(const struct pa_span *s)
 {
 	uint32_t m = 0;
 	unsigned npg = (unsigned)(s->npages * PA_PAGE_SIZE / PA_SPAN_RELPAGE);
+	const unsigned objects = span_objects(s);
 	for (unsigned j = 0; j < npg; j++) {
 		uintptr_t off = (uintptr_t)j * PA_SPAN_RELPAGE;
 		unsigned first = (unsigned)(off / s->size);
 		unsigned last = (unsigned)((off + PA_SPAN_RELPAGE - 1) / s->size);
-		if (last >= span_objects(s))
-			last = span_objects(s) - 1u;
+		if (last >= objects)
+			last = objects - 1u;
 		if (first > last || last >= s->bump)
 			continue; /* tail waste only, or not all handed out yet */
 		if (bits_count_range(s->alloc, first, last - first + 1u) == 0)
