@@ -103,7 +103,7 @@ static void list_remove(struct pa_span *s)
 /* A new empty span of class cls, listed; lock held. NULL when out of memory. */
 static struct pa_span *grow_locked(struct pa_central *c, unsigned cls)
 {
-	struct pa_span *s = span_new();
+	struct pa_span *s = span_new(cls);
 	if (s == NULL)
 		return NULL;
 	uintptr_t base = pages_alloc(pa_sizeclasses[cls].pages, NULL);
@@ -128,9 +128,9 @@ static struct pa_span *grow_locked(struct pa_central *c, unsigned cls)
  * (the first touch faults them back in as zero pages); lock held. */
 static void unrelease(struct pa_central *c, struct pa_span *s, unsigned i)
 {
-	uintptr_t off = (uintptr_t)i * s->size;
+	const uintptr_t size = span_size(s), off = (uintptr_t)i * size;
 	unsigned first = (unsigned)(off / PA_SPAN_RELPAGE);
-	unsigned last = (unsigned)((off + s->size - 1) / PA_SPAN_RELPAGE);
+	unsigned last = (unsigned)((off + size - 1) / PA_SPAN_RELPAGE);
 	uint32_t m = (uint32_t)bits_mask(first, last - first + 1u) & s->relmap;
 	s->relmap &= ~m; /* take_from then updates fbump */
 	c->rel_pages -= bits_popcount(m);
@@ -145,7 +145,7 @@ static void unrelease(struct pa_central *c, struct pa_span *s, unsigned i)
  */
 static unsigned take_from(struct pa_central *c, struct pa_span *s, unsigned want, void ***tail)
 {
-	const uintptr_t base = span_base(s), size = s->size;
+	const uintptr_t base = span_base(s), size = span_size(s);
 	const int vg = vg_active();
 	void **link = *tail;
 	unsigned got = 0, w = s->scan / 64u, last = 0;
@@ -300,7 +300,7 @@ static void retire_locked(struct pa_central *c, struct pa_span *s)
 	c->dirty -= s->dirty;
 	pagemap_set(span_base(s), s->npages, NULL);
 	pages_free(span_base(s), s->npages);
-	if (s->vg_sizes != NULL)
+	if (vg_active() && s->vg_sizes != NULL) /* a long record (span.h) */
 		os_unmap(s->vg_sizes, span_objects(s) * sizeof(uint32_t));
 	span_delete(s);
 }
@@ -322,7 +322,7 @@ static void give_locked(struct pa_central *c, void *head, unsigned n)
 				s->dirty = 1;
 				c->dirty++;
 			}
-			s->gave_epoch = now;
+			s->gave_epoch = (uint16_t)now;
 		}
 		int exact;
 		unsigned i = span_index(s, (uintptr_t)o, &exact);
@@ -452,11 +452,11 @@ static uint32_t sweepable(const struct pa_span *s)
 {
 	uint32_t m = 0;
 	unsigned npg = (unsigned)(s->npages * PA_PAGE_SIZE / PA_SPAN_RELPAGE);
-	const unsigned objects = span_objects(s);
+	const unsigned objects = span_objects(s), size = span_size(s);
 	for (unsigned j = 0; j < npg; j++) {
 		uintptr_t off = (uintptr_t)j * PA_SPAN_RELPAGE;
-		unsigned first = (unsigned)(off / s->size);
-		unsigned last = (unsigned)((off + PA_SPAN_RELPAGE - 1) / s->size);
+		unsigned first = (unsigned)(off / size);
+		unsigned last = (unsigned)((off + PA_SPAN_RELPAGE - 1) / size);
 		if (last >= objects)
 			last = objects - 1u;
 		if (first > last || last >= s->bump)
@@ -488,6 +488,8 @@ size_t central_sweep(uint32_t now, uint32_t min_age, unsigned max_spans)
 	static unsigned cursor = 1; /* the class to go on with */
 	if (vg_active() || os_page_size() != PA_SPAN_RELPAGE)
 		return 0;
+	if (min_age > UINT16_MAX) /* the records' epochs are 16 bits */
+		min_age = UINT16_MAX;
 	int lazy = !pages_release_zeroes();
 	size_t done = 0;
 	unsigned spans = 0;
@@ -497,12 +499,12 @@ size_t central_sweep(uint32_t now, uint32_t min_age, unsigned max_spans)
 		lock_acquire(&c->lock);
 		for (struct pa_span *s = c->dirty != 0 ? c->partial : NULL;
 		     s != NULL && spans < max_spans; s = s->next) {
-			if (!s->dirty || (uint32_t)(now - s->gave_epoch) < min_age)
+			if (!s->dirty || (uint16_t)(now - s->gave_epoch) < min_age)
 				continue;
 			s->dirty = 0;
 			c->dirty--;
 			uint32_t m =
-			    (size_t)s->nfree * s->size < PA_SPAN_RELPAGE ? 0 : sweepable(s);
+			    (size_t)s->nfree * span_size(s) < PA_SPAN_RELPAGE ? 0 : sweepable(s);
 			if (m == 0)
 				continue;
 			unsigned n = release_pages(s, m, lazy);

@@ -152,7 +152,7 @@ static void *large_alloc_pages(size_t n, size_t align, int zero)
 			((void **)span_base(s))[1] = NULL; /* its free-key */
 		return (void *)span_base(s);
 	}
-	s = span_new();
+	s = span_new(0);
 	if (s == NULL)
 		goto nomem;
 	size_t scav = 0, total = npages + extra;
@@ -168,7 +168,8 @@ static void *large_alloc_pages(size_t n, size_t align, int zero)
 		pages_free(end, (raw + total * PA_PAGE_SIZE - end) >> PA_PAGE_SHIFT);
 	span_set_base(s, base);
 	s->npages = npages;
-	/* size 0, magic 0, class 0: one object, live */
+	/* class 0: one object, live */
+	s->magic = PA_SPAN_LARGE_MAGIC;
 	s->bump = 1;
 	s->fbump = 1;
 	span_bit_set(s, 0, 1);
@@ -256,7 +257,7 @@ static inline size_t span_usable_of(const struct pa_span *s, const void *p)
 		if (s->vg_sizes != NULL)
 			return s->vg_sizes[i];
 	}
-	return s->cls != 0 ? s->size : s->npages * PA_PAGE_SIZE;
+	return s->cls != 0 ? span_size(s) : s->npages * PA_PAGE_SIZE;
 }
 
 /* ---- small objects ------------------------------------------------------- */
@@ -564,7 +565,7 @@ size_t pa_malloc_usable_size(void *p)
 static int fits_in_place(const struct pa_span *s, size_t n)
 {
 	if (s->cls != 0)
-		return n <= s->size && (n > s->size / 2 || s->cls == 1);
+		return n <= span_size(s) && (n > span_size(s) / 2 || s->cls == 1);
 	return n > PA_SC_MAX_SMALL && n <= s->npages * PA_PAGE_SIZE;
 }
 

@@ -21,9 +21,10 @@ struct pa_meta_block {
 _Static_assert(sizeof(struct pa_meta_block) <= PA_META_HEADER, "the header fits");
 _Static_assert(PA_META_BLOCK / 2048 <= 32, "relmask covers the pages of OS pages >= 2 KiB");
 
-static struct pa_meta_block *block_of(const void *rec)
+static struct pa_meta_block *block_of(const struct pa_meta_pool *p, const void *rec)
 {
-	return (struct pa_meta_block *)((uintptr_t)rec & ~(uintptr_t)(PA_META_BLOCK - 1));
+	return (struct pa_meta_block *)((uintptr_t)rec &
+	                                ~(uintptr_t)(meta_block_bytes(p->size) - 1));
 }
 
 /* List b among the blocks with room, lowest address first. */
@@ -51,15 +52,16 @@ static void avail_remove(struct pa_meta_block *b)
 /* A new, empty block, listed; lock held. NULL when the OS refuses. */
 static struct pa_meta_block *block_new(struct pa_meta_pool *p)
 {
-	void *m = os_reserve(PA_META_BLOCK, PA_META_BLOCK, 0);
+	const size_t bytes = meta_block_bytes(p->size);
+	void *m = os_reserve(bytes, bytes, 0);
 	if (m == NULL)
 		return NULL;
-	if (os_commit(m, PA_META_BLOCK) != 0) {
-		os_unmap(m, PA_META_BLOCK);
+	if (os_commit(m, bytes) != 0) {
+		os_unmap(m, bytes);
 		return NULL;
 	}
 	struct pa_meta_block *b = m;
-	p->mapped += PA_META_BLOCK;
+	p->mapped += bytes;
 	avail_insert(p, b);
 	return b;
 }
@@ -125,7 +127,7 @@ void meta_free_n(struct pa_meta_pool *p, void *const *recs, unsigned n)
 {
 	lock_acquire(&p->lock);
 	for (unsigned k = 0; k < n; k++) {
-		struct pa_meta_block *b = block_of(recs[k]);
+		struct pa_meta_block *b = block_of(p, recs[k]);
 		unsigned i =
 		    (unsigned)(((uintptr_t)recs[k] - (uintptr_t)b - PA_META_HEADER) / p->size);
 		b->used[i / 64u] &= ~((uint64_t)1 << (i % 64u));
@@ -148,7 +150,8 @@ void meta_free(struct pa_meta_pool *p, void *rec)
 static uint32_t releasable(const struct pa_meta_pool *p, const struct pa_meta_block *b)
 {
 	size_t pg = os_page_size();
-	unsigned npages = (unsigned)(PA_META_BLOCK / pg), n = (unsigned)meta_per_block(p->size);
+	unsigned npages = (unsigned)(meta_block_bytes(p->size) / pg),
+	         n = (unsigned)meta_per_block(p->size);
 	uint32_t m = 0;
 	for (unsigned j = 1; j < npages; j++) {
 		size_t lo = j * pg - PA_META_HEADER, hi = (j + 1) * pg - 1 - PA_META_HEADER;

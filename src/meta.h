@@ -29,13 +29,13 @@
 
 #define PA_META_BLOCK ((size_t)64 << 10)
 #define PA_META_HEADER ((size_t)128)
-#define PA_META_MAX_RECORDS 512u /* records of 128 bytes or more fit a block's bitmap */
+#define PA_META_MAX_RECORDS 512u /* a block's bitmap: 64-byte records in 32 KiB blocks */
 
 struct pa_meta_block;
 
 struct pa_meta_pool {
 	pa_lock lock;
-	size_t size;                 /* bytes per record (a multiple of 64, >= 128), set at init */
+	size_t size;                 /* bytes per record (a multiple of 64), set at init */
 	struct pa_meta_block *avail; /* blocks with a free record, by address */
 	size_t mapped;               /* bytes of blocks mapped */
 	size_t live;                 /* records handed out and not returned */
@@ -44,7 +44,7 @@ struct pa_meta_pool {
 
 #define PA_META_POOL_INIT(bytes)                                                                   \
 	{                                                                                          \
-		.lock = PA_LOCK_INIT, .size = ((bytes) < 128 ? 128 : ((bytes) + 63) & ~(size_t)63) \
+		.lock = PA_LOCK_INIT, .size = ((bytes) < 64 ? 64 : ((bytes) + 63) & ~(size_t)63)   \
 	}
 
 /* A zeroed record, or NULL (errno = ENOMEM) when the OS refuses memory. */
@@ -63,10 +63,16 @@ void meta_free_n(struct pa_meta_pool *p, void *const *recs, unsigned n);
  * previous call. Returns bytes released. */
 size_t meta_trim(struct pa_meta_pool *p, int force);
 
+/* Bytes per block for records of `size` bytes. */
+static inline size_t meta_block_bytes(size_t size)
+{
+	return size < 128 ? PA_META_BLOCK / 2 : PA_META_BLOCK;
+}
+
 /* Records per block for records of `size` bytes. */
 static inline size_t meta_per_block(size_t size)
 {
-	size_t n = (PA_META_BLOCK - PA_META_HEADER) / size;
+	size_t n = (meta_block_bytes(size) - PA_META_HEADER) / size;
 	return n < PA_META_MAX_RECORDS ? n : PA_META_MAX_RECORDS;
 }
 

@@ -11,54 +11,76 @@
 #include "os.h"
 #include "pagemap.h"
 #include "span.h"
+#include "vg.h"
 
 uintptr_t span_key_secret;
 
-static struct pa_meta_pool span_pool = PA_META_POOL_INIT(sizeof(struct pa_span));
+/* Short records (span_new), and long ones (the smallest classes; every span
+ * under valgrind). */
+static struct pa_meta_pool span_pool = PA_META_POOL_INIT(PA_SPAN_SHORT);
+static struct pa_meta_pool span_pool_long = PA_META_POOL_INIT(PA_SPAN_LONG);
 
-/* Zero a record (64-byte aligned) with eight 16-byte stores: gcc's memset
- * of 128 bytes is `rep stosq`, whose start-up cost was 2.6% of wl-large's
- * CPU (every large object makes a span). */
-static inline void zero_record(struct pa_span *s)
+/* Whether a span of class cls takes a long record. */
+static inline int span_long(unsigned cls)
+{
+	return span_alloc_words(cls) > 2u || vg_active();
+}
+
+size_t span_record_bytes(unsigned cls)
+{
+	return span_long(cls) ? PA_SPAN_LONG : PA_SPAN_SHORT;
+}
+
+/* Zero a short record (64-byte aligned) with four 16-byte stores: gcc's
+ * memset is `rep stosq`, whose start-up cost was 2.6% of wl-large's CPU
+ * (every large object makes a span). */
+static inline void zero_short(struct pa_span *s)
 {
 	typedef long long v2di __attribute__((vector_size(16), may_alias));
-	_Static_assert(sizeof(*s) == 8 * sizeof(v2di), "a record is eight 16-byte words");
 	const v2di z = {0, 0};
 	v2di *w = (v2di *)(void *)s;
 	w[0] = z;
 	w[1] = z;
 	w[2] = z;
 	w[3] = z;
-	w[4] = z;
-	w[5] = z;
-	w[6] = z;
-	w[7] = z;
 }
 
-/* A zeroed record: the calling thread's spare if it has one, else the
- * pool's (half a cache's worth of spares at a time). */
-struct pa_span *span_new(void)
+/* A zeroed record: for a short one the calling thread's spare if it has one,
+ * else the pool's (half a cache's worth of spares at a time). */
+struct pa_span *span_new(unsigned cls)
 {
+	struct pa_span *s;
 	struct pa_tcache *tc = cache_real();
-	if (tc == NULL)
-		return meta_alloc(&span_pool);
-	if (tc->nspare == 0) {
-		tc->nspare = meta_alloc_n(&span_pool, (void **)tc->spare, PA_TC_SPARE_SPANS / 2);
+	if (span_long(cls)) {
+		s = meta_alloc(&span_pool_long);
+	} else if (tc == NULL) {
+		s = meta_alloc(&span_pool);
+	} else {
 		if (tc->nspare == 0) {
-			errno = ENOMEM;
-			return NULL;
+			tc->nspare =
+			    meta_alloc_n(&span_pool, (void **)tc->spare, PA_TC_SPARE_SPANS / 2);
+			if (tc->nspare == 0) {
+				errno = ENOMEM;
+				return NULL;
+			}
 		}
+		s = tc->spare[--tc->nspare];
+		zero_short(s);
 	}
-	struct pa_span *s = tc->spare[--tc->nspare];
-	zero_record(s);
+	if (s != NULL)
+		s->cls = (uint8_t)cls;
 	return s;
 }
 
-/* Into the calling thread's spares; when they are full, the older half
- * goes back to the pool first. */
+/* A short record into the calling thread's spares; when they are full, the
+ * older half goes back to the pool first. */
 void span_delete(struct pa_span *s)
 {
 	struct pa_tcache *tc = cache_real();
+	if (span_long(s->cls)) {
+		meta_free(&span_pool_long, s);
+		return;
+	}
 	if (tc == NULL) {
 		meta_free(&span_pool, s);
 		return;
@@ -83,7 +105,6 @@ int span_init_small(struct pa_span *s, unsigned cls, uintptr_t base)
 	const struct pa_sizeclass *c = &pa_sizeclasses[cls];
 	span_set_base(s, base);
 	s->npages = c->pages;
-	s->size = c->size;
 	s->magic = c->div_magic;
 	s->cls = (uint16_t)cls;
 	s->nfree = c->objects;
@@ -95,22 +116,26 @@ int span_init_small(struct pa_span *s, unsigned cls, uintptr_t base)
 	s->gave_epoch = 0;
 	s->next = NULL;
 	s->prevnext = NULL;
-	memset(s->alloc, 0, sizeof(s->alloc));
+	memset(s->alloc, 0, span_alloc_words(cls) * sizeof(s->alloc[0]));
 	return pagemap_set(base, s->npages, s);
 }
 
 size_t span_meta_trim(int force)
 {
-	return meta_trim(&span_pool, force);
+	return meta_trim(&span_pool, force) + meta_trim(&span_pool_long, force);
 }
 
 void span_meta_stats(size_t *mapped, size_t *released, size_t *live)
 {
-	lock_acquire(&span_pool.lock);
-	*mapped = span_pool.mapped;
-	*released = span_pool.released;
-	*live = span_pool.live;
-	lock_release(&span_pool.lock);
+	*mapped = *released = *live = 0;
+	struct pa_meta_pool *pools[] = {&span_pool, &span_pool_long};
+	for (unsigned k = 0; k < 2; k++) {
+		lock_acquire(&pools[k]->lock);
+		*mapped += pools[k]->mapped;
+		*released += pools[k]->released;
+		*live += pools[k]->live;
+		lock_release(&pools[k]->lock);
+	}
 }
 
 void span_fork(enum pa_fork_phase phase)
@@ -118,14 +143,17 @@ void span_fork(enum pa_fork_phase phase)
 	switch (phase) {
 	case PA_FORK_PREPARE:
 		lock_acquire(&span_pool.lock);
+		lock_acquire(&span_pool_long.lock);
 		lock_acquire(&pagemap_leaf_lock);
 		break;
 	case PA_FORK_PARENT:
 		lock_release(&pagemap_leaf_lock);
+		lock_release(&span_pool_long.lock);
 		lock_release(&span_pool.lock);
 		break;
 	case PA_FORK_CHILD:
 		lock_init(&pagemap_leaf_lock);
+		lock_init(&span_pool_long.lock);
 		lock_init(&span_pool.lock);
 		break;
 	}

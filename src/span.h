@@ -33,7 +33,8 @@
  *
  * A large object (class 0) is one run of `npages` pages at `base`; the
  * page map maps its first page only. It looks to pa_free like a span of one
- * object (size 0, magic 0: only p == base is exact, index 0) whose alloc
+ * object (magic PA_SPAN_LARGE_MAGIC, as for objects of a page: in its first
+ * page only p == base is exact, index 0) whose alloc
  * bit 0 is set while the object is live, so the small-object checks serve
  * it unchanged; a freed large object may wait in its thread's large slots
  * (cache.h) for reuse with bit 0 clear: a free of it then is a double free.
@@ -66,33 +67,59 @@ struct pa_span {
 	                     * pointer, so valgrind's leak check does not take a
 	                     * span record for a reference to its first object */
 	uint32_t npages;    /* pages of the span (large: at most LARGE_MAX_PAGES) */
-	uint32_t size;      /* bytes per object (large: 0) */
-	uint32_t magic;     /* pa_sizeclasses[cls].div_magic: index = off * magic >> 32 */
-	uint16_t cls;       /* size class; 0 for a large object */
+	uint32_t magic;     /* pa_sizeclasses[cls].div_magic: index = off * magic >> 32
+	                     * (the object size is the class table's: span_size) */
+	uint8_t cls;        /* size class; 0 for a large object */
 	/* Under the central lock of cls. */
+	uint8_t dirty;             /* an object came back since the last sweep */
 	uint16_t fbump;            /* bump while relmap is 0, else 0: pa_free's fast path
-	                            * checks this alone (the record's only spare bytes held
-	                            * `objects`, now span_objects) */
+	                            * checks this alone */
 	uint16_t nfree;            /* objects in the span (alloc bit 0) */
 	uint16_t bump;             /* objects at index >= bump were never handed out */
 	uint16_t scan;             /* every object below this index is out of the span */
-	uint8_t dirty;             /* an object came back since the last sweep */
+	uint16_t gave_epoch;       /* heap epoch (ms) when an object last came back,
+	                            * modulo 2^16 (read only while dirty) */
 	uint32_t relmap;           /* 4 KiB pages released by central_sweep (bit j: page j) */
-	uint32_t gave_epoch;       /* heap epoch (ms) when an object last came back */
 	struct pa_span *next;      /* central partial list */
 	struct pa_span **prevnext; /* where the pointer to this span is (NULL: not listed) */
+	/* span_alloc_words(cls) words: the record ends after them (span_new) */
 	uint64_t alloc[PA_SPAN_ALLOC_WORDS];
-	/* Under valgrind only (vg.h): requested sizes, which memcheck knows the
-	 * blocks by and malloc_usable_size then reports (large: vg_req; small:
-	 * one per object, mapped when the span first hands one out). */
+	/* Under valgrind only (vg.h), where every record is a long one:
+	 * requested sizes, which memcheck knows the blocks by and
+	 * malloc_usable_size then reports (large: vg_req; small: one per object,
+	 * mapped when the span first hands one out). */
 	union {
 		size_t vg_req;      /* large */
 		uint32_t *vg_sizes; /* small */
 	};
 };
 
-/* 128 bytes: two records to a cache line pair, 32 to a 4 KiB page (meta.h). */
-_Static_assert(sizeof(struct pa_span) <= 128, "a span descriptor is 128 bytes at most");
+/*
+ * Two record lengths: a short record (PA_SPAN_SHORT bytes: the fields and
+ * two bitmap words) for a span of at most 128 objects, which is every class
+ * of 64 bytes and more and every large object, and a long one (128 bytes)
+ * for the 16, 32 and 48-byte classes and, under valgrind, for every span.
+ * A span costs its pages 0.8% in records, not 1.6%.
+ */
+#define PA_SPAN_SHORT 64u
+#define PA_SPAN_LARGE_MAGIC ((uint32_t)1 << (32 - PA_PAGE_SHIFT))
+#define PA_SPAN_LONG 128u
+_Static_assert(offsetof(struct pa_span, alloc) + 2 * sizeof(uint64_t) == PA_SPAN_SHORT,
+               "a short record is the fields and two bitmap words");
+_Static_assert(sizeof(struct pa_span) <= PA_SPAN_LONG, "a long record is 128 bytes at most");
+_Static_assert(PA_SC_NUM_CLASSES <= 256, "a class fits cls");
+
+/* Bitmap words of a span of class cls (a large span: one). */
+static inline unsigned span_alloc_words(unsigned cls)
+{
+	return cls != 0 ? (pa_sizeclasses[cls].objects + 63u) / 64u : 1u;
+}
+
+/* Bytes per object of s (the class table's; 0 for a large span). */
+static inline uint32_t span_size(const struct pa_span *s)
+{
+	return pa_sizeclasses[s->cls].size;
+}
 
 /* Objects in s: its class's, or the one of a large span. */
 static inline unsigned span_objects(const struct pa_span *s)
@@ -124,17 +151,23 @@ static inline uintptr_t span_free_key(const void *p)
 	return span_key_secret ^ (uintptr_t)p;
 }
 
-/* Index of the object at p in small span s; *exact is 0 when p is not the
- * start of an object: an interior pointer. A pointer into the tail waste
- * may still give exact with index `objects` (an object that does not
- * exist, so its alloc bit is always 0: the bit check rejects it, and
- * span_index_valid names the fault). */
+/* Index of the object at p in span s (p in its pages, as the page map
+ * sees them); *exact is 0 when p is not the start of an object: an interior
+ * pointer. One multiply gives both: the product's high half is the index
+ * (Go's divMagic) and its low half is below the magic exactly at an
+ * object's start, for every offset in a span of any class
+ * (tools/mksizeclasses.c and tests/test_sizeclass.c prove it offset by
+ * offset). The page map reads 48 bits of an address: a pointer with higher
+ * bits set (a tagged one) is 2^48 or more past the span and never exact. A
+ * pointer into the tail waste may still give exact with index `objects` (an
+ * object that does not exist, so its alloc bit is always 0: the bit check
+ * rejects it, and span_index_valid names the fault). */
 static inline unsigned span_index(const struct pa_span *s, uintptr_t p, int *exact)
 {
 	uintptr_t off = p + s->neg_base;
-	unsigned i = (unsigned)((off * s->magic) >> 32);
-	*exact = off == (uintptr_t)i * s->size;
-	return i;
+	uint64_t x = (uint64_t)off * s->magic;
+	*exact = (uint32_t)x < s->magic && off >> 32 == 0;
+	return (unsigned)(x >> 32);
 }
 
 static inline int span_bit(const struct pa_span *s, unsigned i)
@@ -150,8 +183,11 @@ static inline void span_bit_set(struct pa_span *s, unsigned i, int v)
 	__atomic_store_n(&s->alloc[i / 64], v ? w | m : w & ~m, __ATOMIC_RELAXED);
 }
 
-/* A new span descriptor from the metadata pool, or NULL (ENOMEM). */
-struct pa_span *span_new(void);
+/* A new, zeroed span descriptor for a span of class cls (0: large), its
+ * cls set, from the metadata pool of its length; or NULL (ENOMEM). */
+struct pa_span *span_new(unsigned cls);
+/* The length of that record: PA_SPAN_SHORT or PA_SPAN_LONG. */
+size_t span_record_bytes(unsigned cls);
 void span_delete(struct pa_span *s);
 /* Return n records to the pool itself (a thread cache's spares). */
 void span_spares_free(struct pa_span **spare, unsigned n);

@@ -222,6 +222,48 @@ static void span_records_move_four_at_a_time(void **state)
 	TU_EQ(r.flushed, 0);
 }
 
+/* A span of at most 128 objects (classes of 64 bytes and more, large
+ * objects) takes a 64-byte record, the 16, 32 and 48-byte classes a
+ * 128-byte one: the bitmap fits either way, and records of one length lie
+ * side by side, 64 or 128 bytes apart. */
+#define NRECS 40
+
+static uintptr_t closest_pair(unsigned cls)
+{
+	struct pa_span *r[NRECS];
+	for (unsigned k = 0; k < NRECS; k++) {
+		r[k] = span_new(cls);
+		assert_non_null(r[k]);
+		TU_EQ(r[k]->cls, cls);
+		TU_EQ(r[k]->next, NULL);
+	}
+	uintptr_t gap = UINTPTR_MAX;
+	for (unsigned i = 0; i < NRECS; i++)
+		for (unsigned j = 0; j < NRECS; j++)
+			if (r[j] > r[i] && (uintptr_t)r[j] - (uintptr_t)r[i] < gap)
+				gap = (uintptr_t)r[j] - (uintptr_t)r[i];
+	for (unsigned k = 0; k < NRECS; k++)
+		span_delete(r[k]);
+	return gap;
+}
+
+static void span_records_are_64_bytes_up_to_128_objects(void **state)
+{
+	(void)state;
+	for (unsigned cls = 0; cls < PA_SC_NUM_CLASSES; cls++) {
+		unsigned objects = cls != 0 ? pa_sizeclasses[cls].objects : 1;
+		size_t want = objects <= 128 ? PA_SPAN_SHORT : PA_SPAN_LONG;
+		TU_EQ(span_record_bytes(cls), want);
+		TU_EQ(span_alloc_words(cls), (objects + 63) / 64);
+		assert_true(offsetof(struct pa_span, alloc) + span_alloc_words(cls) * 8 <= want);
+	}
+	TU_EQ(span_record_bytes(3), 128); /* 48 bytes: 170 objects */
+	TU_EQ(span_record_bytes(4), 64);  /* 64 bytes: 128 */
+	TU_EQ(closest_pair(0), 64);
+	TU_EQ(closest_pair(4), 64);
+	TU_EQ(closest_pair(1), 128);
+}
+
 /* ---- large objects counted per thread ---------------------------------------- */
 
 static void *v_large[3];
@@ -720,6 +762,7 @@ int main(void)
 	    TU_TEST(within_its_share_a_cache_keeps_what_it_holds),
 	    TU_TEST(share_is_the_total_over_the_caches),
 	    TU_TEST(span_records_move_four_at_a_time),
+	    TU_TEST(span_records_are_64_bytes_up_to_128_objects),
 	    TU_TEST(large_objects_outlive_the_thread_that_counted_them),
 	    TU_TEST(stashed_batches_come_back_whole_to_the_next_refill),
 	    TU_TEST(a_stash_holds_at_most_one_mib_of_its_class),

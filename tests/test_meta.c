@@ -138,9 +138,59 @@ static void a_full_block_and_page_zero_are_never_released(void **state)
 	TU_EQ((uintptr_t)meta_alloc(&p), b + PA_META_HEADER);
 }
 
+/*
+ * 64-byte records (a short span descriptor) come in 32 KiB blocks, so a
+ * block's bitmap still covers them: (32768 - 128) / 64 = 510 per block,
+ * record i at offset 128 + 64 i, so 4 KiB page j >= 1 holds records
+ * 64 j - 2 .. 64 j + 61.
+ */
+static void short_records_fill_32_kib_blocks(void **state)
+{
+	(void)state;
+	if (os_page_size() != PG)
+		skip();
+	struct pa_meta_pool p = PA_META_POOL_INIT(64);
+	TU_EQ(p.size, 64);
+	TU_EQ(meta_block_bytes(64), PA_META_BLOCK / 2);
+	TU_EQ(meta_per_block(64), 510);
+	static void *r[511];
+	for (unsigned i = 0; i < 511; i++)
+		r[i] = meta_alloc(&p);
+	uintptr_t b = (uintptr_t)r[0] - PA_META_HEADER;
+	TU_EQ(b % (PA_META_BLOCK / 2), 0);
+	for (unsigned i = 0; i < 510; i++)
+		TU_EQ((uintptr_t)r[i], b + PA_META_HEADER + 64 * (uintptr_t)i);
+	/* The 511th opens a second block. */
+	TU_EQ(((uintptr_t)r[510] - PA_META_HEADER) % (PA_META_BLOCK / 2), 0);
+	TU_EQ(p.mapped, PA_META_BLOCK);
+	TU_EQ(p.live, 511);
+
+	/* Page 3 of the first block: records 190..253; all but 190 free
+	 * release nothing, all free release that page alone. */
+	for (unsigned i = 191; i <= 253; i++)
+		meta_free(&p, r[i]);
+	TU_EQ(meta_trim(&p, 1), 0);
+	meta_free(&p, r[190]);
+	TU_EQ(meta_trim(&p, 1), PG);
+	TU_EQ(resident(b + 3 * PG), 0);
+	TU_EQ(resident(b + 2 * PG), 1);
+	TU_EQ(resident(b + 4 * PG), 1);
+	TU_EQ(p.released, PG);
+
+	/* The second block's record goes back to its own block (32 KiB
+	 * aligned): the lowest block with room hands out its lowest record. */
+	meta_free(&p, r[510]);
+	TU_EQ(p.live, 511 - 64 - 1);
+	uintptr_t b2 = (uintptr_t)r[510] - PA_META_HEADER;
+	int second_lower = b2 < b;
+	TU_EQ((uintptr_t)meta_alloc(&p), second_lower ? (uintptr_t)r[510] : (uintptr_t)r[190]);
+	TU_EQ(p.released, second_lower ? PG : 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    TU_TEST(short_records_fill_32_kib_blocks),
 	    TU_TEST(trim_releases_exactly_the_pages_whose_records_are_all_free),
 	    TU_TEST(a_full_block_and_page_zero_are_never_released),
 	};

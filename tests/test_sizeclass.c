@@ -12,6 +12,7 @@
 #include "layout.h"
 #include "pagealloc.h"
 #include "sizeclass_table.h"
+#include "span.h"
 
 #define NCLASSES ((unsigned)PA_SC_NUM_CLASSES)
 
@@ -140,20 +141,36 @@ static void test_size_to_class_is_the_smallest_fitting_class_for_every_size(void
 }
 
 /* Go's divMagic, exact for every offset in the span, not only the object
- * starts: a pointer into the middle of an object finds its object. */
+ * starts: a pointer into the middle of an object finds its object; and the
+ * product's low 32 bits are below the magic at the starts and only there
+ * (span_index's exactness, one multiply). A large span's magic (one object,
+ * found from its first page only) gives index 0 and exact at offset 0 alone. */
+static void check_magic(const char *what, uint32_t magic, uint32_t size, uint64_t bytes)
+{
+	for (uint64_t off = 0; off < bytes; off++) {
+		uint64_t x = off * magic;
+		if (x >> 32 != off / size)
+			fail_msg("%s (%u bytes): offset %" PRIu64 " gives object %" PRIu64
+			         ", want %" PRIu64,
+			         what, size, off, x >> 32, off / size);
+		if (((uint32_t)x < magic) != (off % size == 0))
+			fail_msg("%s (%u bytes): offset %" PRIu64 " taken for %s", what, size, off,
+			         off % size == 0 ? "an interior pointer" : "an object's start");
+	}
+}
+
 static void test_div_magic_divides_every_offset_in_the_span_exactly(void **state)
 {
 	(void)state;
+	char what[32];
 	for (unsigned c = 1; c < NCLASSES; c++) {
 		const struct pa_sizeclass *s = &pa_sizeclasses[c];
 		TU_EQ(s->div_magic, UINT32_MAX / s->size + 1);
-		for (uint64_t off = 0; off < span_bytes(c); off++)
-			if ((off * s->div_magic) >> 32 != off / s->size)
-				fail_msg("class %u (%u bytes): offset %" PRIu64
-				         " gives object %" PRIu64 ", want %" PRIu64,
-				         c, s->size, off, (off * s->div_magic) >> 32,
-				         off / s->size);
+		snprintf(what, sizeof(what), "class %u", c);
+		check_magic(what, s->div_magic, s->size, span_bytes(c));
 	}
+	TU_EQ(PA_SPAN_LARGE_MAGIC, (uint64_t)1 << (32 - PA_PAGE_SHIFT));
+	check_magic("a large span", PA_SPAN_LARGE_MAGIC, PA_PAGE_SIZE, PA_PAGE_SIZE);
 }
 
 int main(void)

@@ -99,7 +99,9 @@ static uint32_t tail_waste(const struct sc_class *c)
 }
 
 /* Go's divMagic: offset / size == offset * div_magic >> 32 for the offsets
- * inside a span; check_classes proves it for every one. */
+ * inside a span, and the low 32 bits of the product are below div_magic
+ * exactly when the offset is an object's start (pa_free's interior-pointer
+ * check, span.h); check_classes proves both for every one. */
 static uint32_t div_magic(const struct sc_class *c)
 {
 	return UINT32_MAX / c->size + 1;
@@ -224,7 +226,8 @@ static void check_class(const struct sc_table *t, unsigned i)
 		    span_bytes(c));
 	uint64_t magic = div_magic(c);
 	for (uint64_t off = 0; off < span_bytes(c); off++)
-		if ((off * magic) >> 32 != off / c->size)
+		if ((off * magic) >> 32 != off / c->size ||
+		    ((uint32_t)(off * magic) < magic) != (off % c->size == 0))
 			die("class %u: div_magic %#x divides offset %u by %u wrongly", i,
 			    (unsigned)magic, (unsigned)off, c->size);
 }
