@@ -208,23 +208,33 @@ struct wl_tracer {
 	volatile size_t *live; /* the workload's live-bytes counter (may be NULL) */
 	struct wl_sample *buf; /* WL_TRACE_MAX_SAMPLES, allocated before sampling */
 	size_t n;              /* samples taken; read after join */
-	int stop;              /* set by wl_tracer_stop (__atomic) */
+	int stop;              /* set by wl_tracer_stop, under mu */
 	size_t peak_rss;       /* largest sample */
 	pthread_t thread;
+	pthread_mutex_t mu;  /* the sampler waits on wake between samples, */
+	pthread_cond_t wake; /* so that wl_tracer_stop ends it at once: the
+	                      * workload's wall time holds no part of a period */
 };
 
 static inline void *wl_tracer_main(void *arg)
 {
 	struct wl_tracer *t = (struct wl_tracer *)arg;
-	while (!__atomic_load_n(&t->stop, __ATOMIC_ACQUIRE) && t->n < WL_TRACE_MAX_SAMPLES) {
+	pthread_mutex_lock(&t->mu);
+	while (!t->stop && t->n < WL_TRACE_MAX_SAMPLES) {
+		pthread_mutex_unlock(&t->mu);
 		struct wl_sample *s = &t->buf[t->n++];
 		s->t_ms = (uint32_t)((wl_now_ns() - t->start_ns) / 1000000u);
 		s->rss = wl_rss_bytes();
 		s->live = t->live ? __atomic_load_n(t->live, __ATOMIC_RELAXED) : 0;
 		if (s->rss > t->peak_rss)
 			t->peak_rss = s->rss;
-		wl_sleep_ms(WL_TRACE_PERIOD_MS);
+		uint64_t due = wl_now_ns() + (uint64_t)WL_TRACE_PERIOD_MS * 1000000u;
+		struct timespec ts = {(time_t)(due / 1000000000u), (long)(due % 1000000000u)};
+		pthread_mutex_lock(&t->mu);
+		while (!t->stop && pthread_cond_timedwait(&t->wake, &t->mu, &ts) != ETIMEDOUT)
+			;
 	}
+	pthread_mutex_unlock(&t->mu);
 	return NULL;
 }
 
@@ -235,6 +245,12 @@ static inline void wl_tracer_start(struct wl_tracer *t, const char *path, volati
 	t->live = live;
 	t->buf = (struct wl_sample *)wl_xmalloc(WL_TRACE_MAX_SAMPLES * sizeof(*t->buf));
 	memset(t->buf, 0, WL_TRACE_MAX_SAMPLES * sizeof(*t->buf)); /* no faults while sampling */
+	pthread_condattr_t ca;
+	if (pthread_mutex_init(&t->mu, NULL) != 0 || pthread_condattr_init(&ca) != 0 ||
+	    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+	    pthread_cond_init(&t->wake, &ca) != 0)
+		wl_die("pthread_cond_init failed");
+	pthread_condattr_destroy(&ca);
 	t->start_ns = wl_now_ns();
 	if (pthread_create(&t->thread, NULL, wl_tracer_main, t) != 0)
 		wl_die("pthread_create failed");
@@ -242,8 +258,13 @@ static inline void wl_tracer_start(struct wl_tracer *t, const char *path, volati
 
 static inline void wl_tracer_stop(struct wl_tracer *t)
 {
-	__atomic_store_n(&t->stop, 1, __ATOMIC_RELEASE);
+	pthread_mutex_lock(&t->mu);
+	t->stop = 1;
+	pthread_cond_signal(&t->wake);
+	pthread_mutex_unlock(&t->mu);
 	pthread_join(t->thread, NULL);
+	pthread_cond_destroy(&t->wake);
+	pthread_mutex_destroy(&t->mu);
 	if (t->path != NULL) {
 		FILE *f = fopen(t->path, "w");
 		if (f == NULL)
