@@ -322,7 +322,7 @@ static void give_locked(struct pa_central *c, void *head, unsigned n)
 				s->dirty = 1;
 				c->dirty++;
 			}
-			s->gave_epoch = (uint16_t)now;
+			s->gave_epoch = (uint16_t)(now >> PA_SPAN_AGE_SHIFT);
 		}
 		int exact;
 		unsigned i = span_index(s, (uintptr_t)o, &exact);
@@ -488,8 +488,13 @@ size_t central_sweep(uint32_t now, uint32_t min_age, unsigned max_spans)
 	static unsigned cursor = 1; /* the class to go on with */
 	if (vg_active() || os_page_size() != PA_SPAN_RELPAGE)
 		return 0;
-	if (min_age > UINT16_MAX) /* the records' epochs are 16 bits */
-		min_age = UINT16_MAX;
+	/* Ages in the records' unit (span.h), rounded up: a span is swept once
+	 * its age, to within one unit, is min_age. */
+	uint32_t age_min =
+	    (min_age >> PA_SPAN_AGE_SHIFT) + ((min_age & ((1u << PA_SPAN_AGE_SHIFT) - 1)) != 0);
+	if (age_min > UINT16_MAX)
+		age_min = UINT16_MAX;
+	const uint16_t now_unit = (uint16_t)(now >> PA_SPAN_AGE_SHIFT);
 	int lazy = !pages_release_zeroes();
 	size_t done = 0;
 	unsigned spans = 0;
@@ -499,7 +504,7 @@ size_t central_sweep(uint32_t now, uint32_t min_age, unsigned max_spans)
 		lock_acquire(&c->lock);
 		for (struct pa_span *s = c->dirty != 0 ? c->partial : NULL;
 		     s != NULL && spans < max_spans; s = s->next) {
-			if (!s->dirty || (uint16_t)(now - s->gave_epoch) < min_age)
+			if (!s->dirty || (uint16_t)(now_unit - s->gave_epoch) < age_min)
 				continue;
 			s->dirty = 0;
 			c->dirty--;

@@ -77,8 +77,10 @@ struct pa_span {
 	uint16_t nfree;            /* objects in the span (alloc bit 0) */
 	uint16_t bump;             /* objects at index >= bump were never handed out */
 	uint16_t scan;             /* every object below this index is out of the span */
-	uint16_t gave_epoch;       /* heap epoch (ms) when an object last came back,
-	                            * modulo 2^16 (read only while dirty) */
+	uint16_t gave_epoch;       /* heap epoch when an object last came back, in
+	                            * units of 2^PA_SPAN_AGE_SHIFT ms modulo 2^16: 70
+	                            * minutes, past scavenge_delay_ms's hour (read
+	                            * only while dirty) */
 	uint32_t relmap;           /* 4 KiB pages released by central_sweep (bit j: page j) */
 	struct pa_span *next;      /* central partial list */
 	struct pa_span **prevnext; /* where the pointer to this span is (NULL: not listed) */
@@ -101,6 +103,7 @@ struct pa_span {
  * for the 16, 32 and 48-byte classes and, under valgrind, for every span.
  * A span costs its pages 0.8% in records, not 1.6%.
  */
+#define PA_SPAN_AGE_SHIFT 6u /* gave_epoch's unit: 64 ms */
 #define PA_SPAN_SHORT 64u
 #define PA_SPAN_LARGE_MAGIC ((uint32_t)1 << (32 - PA_PAGE_SHIFT))
 #define PA_SPAN_LONG 128u

@@ -7,6 +7,7 @@
  * goes; the main thread, its cache flushed and idle meanwhile, checks them.
  * The scavenger is off.
  */
+#include <limits.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -14,10 +15,13 @@
 
 #include "cache.h"
 #include "central.h"
+#include "os.h"
 #include "pagealloc.h"
 #include "pagemap.h"
+#include "pages.h"
 #include "sizeclass_table.h"
 #include "span.h"
+#include "vg.h"
 
 static size_t cached_objects(unsigned cls)
 {
@@ -748,6 +752,83 @@ static void fbump_is_bump_until_a_page_is_released(void **state)
 	pa_thread_cache_flush();
 }
 
+/* ---- the sweep's age (span.h: gave_epoch) ------------------------------------- */
+
+struct sweep_age {
+	int ran;                            /* 4 KiB pages and not valgrind: the sweep works */
+	uint32_t young, old;                /* relmap after a sweep 500 ms, then 1.1 s on (1 s) */
+	uint32_t half_hour, past_hour;      /* the same, 30 and 61 minutes on (1 hour) */
+	unsigned fresh_span, kept_on_page0; /* the setup as meant */
+};
+
+static void *sweep_age_thread(void *arg)
+{
+	struct sweep_age *r = arg;
+	static void *b[FB_BLOCKS];
+	uintptr_t base = UINTPTR_MAX;
+	for (unsigned k = 0; k < FB_BLOCKS; k++) {
+		b[k] = pa_malloc(16);
+		if ((uintptr_t)b[k] < base)
+			base = (uintptr_t)b[k];
+	}
+	struct pa_span *s = pagemap_lookup(base);
+	r->fresh_span = s->bump == FB_BLOCKS && s->relmap == 0;
+	r->kept_on_page0 = 1;
+	for (unsigned k = 0; k < FB_BLOCKS; k++)
+		if ((uintptr_t)b[k] != base)
+			pa_free(b[k]);
+	pa_thread_cache_flush(); /* every block but base back in the span: dirty now */
+	uint32_t e = pages_epoch();
+	r->ran = os_page_size() == PA_SPAN_RELPAGE && !vg_active();
+	central_sweep(e + 500, 1000, UINT_MAX);
+	r->young = s->relmap;
+	central_sweep(e + 1100, 1000, UINT_MAX);
+	r->old = s->relmap;
+	/* A block of the second page out and back: the page is back, the
+	 * span dirty again. */
+	void *p = NULL;
+	for (unsigned k = 0; k < FB_BLOCKS; k++) {
+		b[k] = pa_malloc(16);
+		if ((uintptr_t)b[k] >= base + PA_SPAN_RELPAGE &&
+		    pagemap_lookup((uintptr_t)b[k]) == s) {
+			p = b[k];
+			for (unsigned j = 0; j <= k; j++)
+				pa_free(b[j]);
+			break;
+		}
+	}
+	r->kept_on_page0 &= p != NULL && s->relmap == 0;
+	pa_thread_cache_flush();
+	e = pages_epoch();
+	central_sweep(e + 30u * 60000u, 3600000, UINT_MAX);
+	r->half_hour = s->relmap;
+	central_sweep(e + 61u * 60000u, 3600000, UINT_MAX);
+	r->past_hour = s->relmap;
+	pa_free((void *)base);
+	return NULL;
+}
+
+/* A span an object came back to is swept once it is min_age old (the
+ * scavenger passes scavenge_delay_ms, up to an hour): not 500 ms after with
+ * 1 s, at 1.1 s; not 30 minutes after with an hour, at 61 minutes. The
+ * sweep releases its second 4 KiB page (the first holds a live block). */
+static void the_sweep_waits_for_a_span_s_age_up_to_an_hour(void **state)
+{
+	(void)state;
+	struct sweep_age r;
+	memset(&r, 0, sizeof(r));
+	run_in_thread(sweep_age_thread, &r);
+	if (!r.ran)
+		skip();
+	TU_EQ(r.fresh_span, 1);
+	TU_EQ(r.kept_on_page0, 1);
+	TU_EQ(r.young, 0);
+	TU_EQ(r.old, 2);
+	TU_EQ(r.half_hour, 0);
+	TU_EQ(r.past_hour, 2);
+	pa_thread_cache_flush();
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -772,6 +853,7 @@ int main(void)
 	    TU_TEST(the_large_stash_decays_too),
 	    TU_TEST(live_threads_refill_from_spans_of_their_own),
 	    TU_TEST(fbump_is_bump_until_a_page_is_released),
+	    TU_TEST(the_sweep_waits_for_a_span_s_age_up_to_an_hour),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
