@@ -50,10 +50,10 @@ static inline void zero_short(struct pa_span *s)
 struct pa_span *span_new(unsigned cls)
 {
 	struct pa_span *s;
-	struct pa_tcache *tc = cache_real();
+	struct pa_tcache *tc;
 	if (span_long(cls)) {
 		s = meta_alloc(&span_pool_long);
-	} else if (tc == NULL) {
+	} else if ((tc = cache_real()) == NULL) {
 		s = meta_alloc(&span_pool);
 	} else {
 		if (tc->nspare == 0) {
@@ -76,11 +76,11 @@ struct pa_span *span_new(unsigned cls)
  * older half goes back to the pool first. */
 void span_delete(struct pa_span *s)
 {
-	struct pa_tcache *tc = cache_real();
 	if (span_long(s->cls)) {
 		meta_free(&span_pool_long, s);
 		return;
 	}
+	struct pa_tcache *tc = cache_real();
 	if (tc == NULL) {
 		meta_free(&span_pool, s);
 		return;
@@ -106,7 +106,7 @@ int span_init_small(struct pa_span *s, unsigned cls, uintptr_t base)
 	span_set_base(s, base);
 	s->npages = c->pages;
 	s->magic = c->div_magic;
-	s->cls = (uint16_t)cls;
+	s->cls = (uint8_t)cls;
 	s->nfree = c->objects;
 	s->bump = 0;
 	s->fbump = 0;

@@ -689,38 +689,61 @@ struct fast_bound {
 	unsigned bump_back;
 };
 
-static void *fast_bound_thread(void *arg)
+/* FB_BLOCKS 16-byte blocks into b (a fresh span's, in a thread whose list
+ * of the class is empty); returns the lowest address. */
+static uintptr_t fill_span_of_16(void **b)
 {
-	struct fast_bound *r = arg;
-	unsigned cls = pa_size_to_class(16);
-	static void *b[FB_BLOCKS], *more[FB_BLOCKS];
 	uintptr_t base = UINTPTR_MAX;
 	for (unsigned k = 0; k < FB_BLOCKS; k++) {
 		b[k] = pa_malloc(16);
 		if ((uintptr_t)b[k] < base)
 			base = (uintptr_t)b[k];
 	}
+	return base;
+}
+
+static void free_all_but(void **b, uintptr_t keep)
+{
+	for (unsigned k = 0; k < FB_BLOCKS; k++)
+		if ((uintptr_t)b[k] != keep)
+			pa_free(b[k]);
+}
+
+/* 16-byte blocks into more[] until one is on the second 4 KiB page of span
+ * s (at base); *found says whether one was. Returns how many were taken. */
+static unsigned take_until_second_page(void **more, const struct pa_span *s, uintptr_t base,
+                                       int *found)
+{
+	unsigned n = 0;
+	*found = 0;
+	while (n < FB_BLOCKS && !*found) {
+		more[n] = pa_malloc(16);
+		*found = pagemap_lookup((uintptr_t)more[n]) == s &&
+		         (uintptr_t)more[n] >= base + PA_SPAN_RELPAGE;
+		n++;
+	}
+	return n;
+}
+
+static void *fast_bound_thread(void *arg)
+{
+	struct fast_bound *r = arg;
+	unsigned cls = pa_size_to_class(16);
+	static void *b[FB_BLOCKS], *more[FB_BLOCKS];
+	uintptr_t base = fill_span_of_16(b);
 	struct pa_span *s = pagemap_lookup(base);
 	r->one_span = 1;
 	for (unsigned k = 0; k < FB_BLOCKS; k++)
 		r->one_span &= pagemap_lookup((uintptr_t)b[k]) == s;
 	r->fbump_full = s->fbump;
-	for (unsigned k = 0; k < FB_BLOCKS; k++)
-		if ((uintptr_t)b[k] != base)
-			pa_free(b[k]);
+	free_all_but(b, base);
 	pa_malloc_trim(0); /* caches and stash back to the spans; the sweep */
 	r->relmap = s->relmap;
 	r->fbump_rel = s->fbump;
 	pa_free((void *)base); /* live, in a span with a released page */
 	r->list_after = cache_list_count(cache_self, cls);
 	r->keyed = ((void **)base)[1] == (void *)span_free_key((void *)base);
-	unsigned n = 0;
-	while (n < FB_BLOCKS && !r->refound) {
-		more[n] = pa_malloc(16);
-		r->refound = pagemap_lookup((uintptr_t)more[n]) == s &&
-		             (uintptr_t)more[n] >= base + PA_SPAN_RELPAGE;
-		n++;
-	}
+	unsigned n = take_until_second_page(more, s, base, &r->refound);
 	r->relmap_back = s->relmap;
 	r->fbump_back = s->fbump;
 	r->bump_back = s->bump;
@@ -765,18 +788,10 @@ static void *sweep_age_thread(void *arg)
 {
 	struct sweep_age *r = arg;
 	static void *b[FB_BLOCKS];
-	uintptr_t base = UINTPTR_MAX;
-	for (unsigned k = 0; k < FB_BLOCKS; k++) {
-		b[k] = pa_malloc(16);
-		if ((uintptr_t)b[k] < base)
-			base = (uintptr_t)b[k];
-	}
+	uintptr_t base = fill_span_of_16(b);
 	struct pa_span *s = pagemap_lookup(base);
 	r->fresh_span = s->bump == FB_BLOCKS && s->relmap == 0;
-	r->kept_on_page0 = 1;
-	for (unsigned k = 0; k < FB_BLOCKS; k++)
-		if ((uintptr_t)b[k] != base)
-			pa_free(b[k]);
+	free_all_but(b, base);
 	pa_thread_cache_flush(); /* every block but base back in the span: dirty now */
 	uint32_t e = pages_epoch();
 	r->ran = os_page_size() == PA_SPAN_RELPAGE && !vg_active();
@@ -786,18 +801,11 @@ static void *sweep_age_thread(void *arg)
 	r->old = s->relmap;
 	/* A block of the second page out and back: the page is back, the
 	 * span dirty again. */
-	void *p = NULL;
-	for (unsigned k = 0; k < FB_BLOCKS; k++) {
-		b[k] = pa_malloc(16);
-		if ((uintptr_t)b[k] >= base + PA_SPAN_RELPAGE &&
-		    pagemap_lookup((uintptr_t)b[k]) == s) {
-			p = b[k];
-			for (unsigned j = 0; j <= k; j++)
-				pa_free(b[j]);
-			break;
-		}
-	}
-	r->kept_on_page0 &= p != NULL && s->relmap == 0;
+	int found;
+	unsigned n = take_until_second_page(b, s, base, &found);
+	r->kept_on_page0 = found && s->relmap == 0;
+	for (unsigned k = 0; k < n; k++)
+		pa_free(b[k]);
 	pa_thread_cache_flush();
 	e = pages_epoch();
 	central_sweep(e + 30u * 60000u, 3600000, UINT_MAX);
