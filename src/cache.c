@@ -26,10 +26,11 @@ static pa_lock registry_lock = PA_LOCK_INIT;
 static struct pa_tcache *registry; /* under registry_lock */
 static size_t registry_len;        /* written under registry_lock; read atomically */
 static pthread_key_t exit_key;
-/* Bytes one cache can hold at most (every list at its bound, the large
- * slots full): a share at least this needs no check. Set by
- * cache_global_init. */
-static size_t cache_capacity;
+/* The caches' claims (cache.h), summed: relaxed atomic adds. */
+static size_t caches_claimed;
+
+static void claim_set(struct pa_tcache *tc, size_t claim);
+static void claim_note(struct pa_tcache *tc, size_t held);
 
 static void list_give_all(struct pa_tcache *tc, unsigned cls)
 {
@@ -75,6 +76,7 @@ static struct pa_tcache *cache_build(void)
 		return NULL;
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
 		cache_list_set(tc, cls, 0, 1);
+	claim_note(tc, 0);
 	lock_acquire(&registry_lock);
 	tc->next = registry;
 	if (tc->next != NULL)
@@ -143,6 +145,7 @@ static void thread_exit(void *arg)
 	cache_release(tc);
 	lock_acquire(&registry_lock);
 	fold_large_counts(tc);
+	claim_set(tc, 0);
 	*tc->prevnext = tc->next;
 	if (tc->next != NULL)
 		tc->next->prevnext = tc->prevnext;
@@ -153,19 +156,47 @@ static void thread_exit(void *arg)
 
 int cache_global_init(void)
 {
-	size_t cap = (size_t)PA_LARGE_SLOTS_MAX_PAGES * PA_PAGE_SIZE;
-	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
-		cap += PA_TC_LIST_BATCHES * (size_t)central_batch(cls) * pa_sizeclasses[cls].size;
-	cache_capacity = cap;
 	return pthread_key_create(&exit_key, thread_exit) == 0 ? 0 : -1;
 }
 
-size_t cache_share(void)
+/* Set tc's claim (an atomic add to caches_claimed: no lock). */
+static void claim_set(struct pa_tcache *tc, size_t claim)
 {
+	if (claim != tc->claim) {
+		__atomic_add_fetch(&caches_claimed, claim - tc->claim, __ATOMIC_RELAXED);
+		__atomic_store_n(&tc->claim, claim, __ATOMIC_RELAXED);
+	}
+}
+
+/* tc held `held` bytes at its check. */
+static void claim_note(struct pa_tcache *tc, size_t held)
+{
+	claim_set(tc, held > PA_TC_RESERVE ? held : PA_TC_RESERVE);
+}
+
+/* What tc may hold (cache.h): thread_cache_total less the other caches'
+ * claims, and at least the fair share (thread_cache_total over the caches,
+ * at least PA_TC_MIN_BUDGET). */
+static size_t cache_allowance(const struct pa_tcache *tc)
+{
+	size_t total = __atomic_load_n(&pa_conf.thread_cache_total, __ATOMIC_RELAXED);
 	size_t n = __atomic_load_n(&registry_len, __ATOMIC_RELAXED);
-	size_t share = __atomic_load_n(&pa_conf.thread_cache_total, __ATOMIC_RELAXED) / (n ? n : 1);
-	share = share < PA_TC_MIN_BUDGET ? PA_TC_MIN_BUDGET : share;
-	return share < cache_capacity ? share : cache_capacity;
+	size_t fair = total / (n != 0 ? n : 1);
+	fair = fair > PA_TC_MIN_BUDGET ? fair : PA_TC_MIN_BUDGET;
+	size_t others = __atomic_load_n(&caches_claimed, __ATOMIC_RELAXED) - tc->claim;
+	size_t rest = total > others ? total - others : 0;
+	return rest > fair ? rest : fair;
+}
+
+size_t cache_allowance_self(void)
+{
+	struct pa_tcache *tc = cache_real();
+	return tc != NULL ? cache_allowance(tc) : 0;
+}
+
+size_t cache_claimed(void)
+{
+	return __atomic_load_n(&caches_claimed, __ATOMIC_RELAXED);
 }
 
 static size_t cache_held(const struct pa_tcache *tc)
@@ -176,40 +207,78 @@ static size_t cache_held(const struct pa_tcache *tc)
 	return bytes;
 }
 
-/* Give back the older half of tc's list of cls (rounded up): the newest
- * count / 2 objects, the ones freed last and likeliest in cache, stay. */
-static void list_give_older_half(struct pa_tcache *tc, unsigned cls)
+/* Keep the newest `keep` objects of tc's list of cls (the ones freed last
+ * and likeliest in cache), give the older ones back, and bound the list at
+ * max (>= keep). */
+static void list_keep(struct pa_tcache *tc, unsigned cls, uint32_t keep, uint32_t max)
 {
-	uint32_t count = cache_list_count(tc, cls), keep = count / 2;
-	if (keep == 0) {
-		list_give_all(tc, cls);
-		return;
+	uint32_t count = cache_list_count(tc, cls);
+	if (count > keep && keep == 0) {
+		central_give(cls, tc->head[cls], count, 0);
+		tc->head[cls] = NULL;
+		count = 0;
+	} else if (count > keep) {
+		void **last = tc->head[cls];
+		for (uint32_t k = 1; k < keep; k++)
+			last = last[0];
+		central_give(cls, last[0], count - keep, 0);
+		last[0] = NULL;
+		count = keep;
 	}
-	void **last = tc->head[cls];
-	for (uint32_t k = 1; k < keep; k++)
-		last = last[0];
-	central_give(cls, last[0], count - keep, 0);
-	last[0] = NULL;
-	cache_list_set(tc, cls, keep, tc->max[cls]);
+	cache_list_set(tc, cls, count, max);
 }
 
-/* Every 8th slow path of tc: over its share of thread_cache_total, give
- * back the older half of each list, then the oldest large slots. */
-static void cache_keep_share(struct pa_tcache *tc)
+/* Every 8th slow path of tc: note what it holds (its claim); past its
+ * allowance, halve the bounds of lists grown past PA_TC_LIST_BATCHES
+ * batches (keeping the newest objects), then, still over, give back the
+ * older half of each list and the oldest large slots. */
+static void cache_keep_budget(struct pa_tcache *tc)
 {
 	if ((++tc->slow & 7) != 0)
 		return;
-	size_t share = cache_share();
-	if (share >= cache_capacity || cache_held(tc) <= share)
+	size_t held = cache_held(tc);
+	claim_note(tc, held);
+	size_t allowance = cache_allowance(tc);
+	if (tc->bound_bytes > allowance) {
+		/* the allowance shrank since these lists grew: the other
+		 * caches claim more now */
+		for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
+			uint32_t max = tc->max[cls],
+			         least = PA_TC_LIST_BATCHES * central_batch(cls);
+			if (max > least) {
+				max = max / 2 > least ? max / 2 : least;
+				uint32_t count = cache_list_count(tc, cls);
+				list_keep(tc, cls, count < max ? count : max, max);
+			}
+		}
+		held = cache_held(tc);
+	}
+	if (held <= allowance)
 		return;
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
-		list_give_older_half(tc, cls);
+		/* the older half goes, and the list grows again slowly */
 		uint32_t max = tc->max[cls];
-		/* and grow again slowly (count <= max / 2 now) */
-		cache_list_set(tc, cls, cache_list_count(tc, cls), max > 2 ? max / 2 : 1);
+		list_keep(tc, cls, cache_list_count(tc, cls) / 2, max > 2 ? max / 2 : 1);
 	}
-	while (tc->nlarge > 0 && cache_held(tc) > share)
+	while (tc->nlarge > 0 && cache_held(tc) > allowance)
 		large_release(cache_slot_remove(tc, 0));
+	claim_note(tc, cache_held(tc));
+}
+
+/* The bound of a list of cls after a refill of it, from max: slow start
+ * (tcmalloc's: one more at each refill up to a batch, so a class a thread
+ * seldom uses never pulls in a whole batch), then PA_TC_LIST_BATCHES
+ * batches, then a batch more at each refill up to PA_TC_LIST_MAX objects
+ * (the caller checks the cache's allowance). */
+static uint32_t list_bound_grown(unsigned cls, uint32_t max)
+{
+	uint32_t batch = central_batch(cls), least = PA_TC_LIST_BATCHES * batch;
+	if (max < batch)
+		return max + 1;
+	if (max < least)
+		return least;
+	uint32_t most = PA_TC_LIST_MAX - PA_TC_LIST_MAX % batch;
+	return max + batch <= most ? max + batch : (max > least ? max : least);
 }
 
 void *cache_alloc_slow(unsigned cls)
@@ -225,7 +294,7 @@ void *cache_alloc_slow(unsigned cls)
 		((void **)head)[1] = NULL;
 		return head;
 	}
-	cache_keep_share(tc);
+	cache_keep_budget(tc);
 	uint32_t max = tc->max[cls];
 	unsigned batch = central_batch(cls);
 	int carving = 0,
@@ -235,12 +304,22 @@ void *cache_alloc_slow(unsigned cls)
 		tc->carving[cls / 64] |= (uint64_t)1 << (cls % 64);
 	if (n == 0)
 		return NULL;
-	/* Slow start (tcmalloc's): a list's bound grows by one at each refill
-	 * up to a batch, then to PA_TC_LIST_BATCHES; a class a thread seldom uses
-	 * never pulls in a whole batch. */
 	void **o = head;
 	tc->head[cls] = o[0];
-	cache_list_set(tc, cls, n - 1, max < batch ? max + 1 : PA_TC_LIST_BATCHES * batch);
+	uint32_t grown = list_bound_grown(cls, max);
+	tc->streak[cls] += tc->streak[cls] < UINT8_MAX;
+	if (grown > max && max >= PA_TC_LIST_BATCHES * batch) {
+		/* Past PA_TC_LIST_BATCHES batches a list grows only in a run
+		 * of refills (PA_TC_GROW_STREAK since its last overflow: a
+		 * thread allocating far more than it frees, not the random
+		 * walk of one that frees as much) and while the bounds of all
+		 * the cache's lists fit its allowance. */
+		size_t need = tc->bound_bytes + (size_t)(grown - max) * pa_sizeclasses[cls].size;
+		if (tc->streak[cls] < PA_TC_GROW_STREAK || need > cache_allowance(tc))
+			grown = max;
+	}
+	cache_list_set(tc, cls, n - 1, grown);
+	tc->over[cls] = 0;
 	o[1] = NULL;
 	return o;
 }
@@ -264,8 +343,16 @@ void cache_free_slow(unsigned cls, void *p)
 		max++; /* slow start, for a thread that frees more than it takes */
 	if (count > max) {
 		/* Give the first batch back (one walk of `batch` links); the
-		 * bound is at least a batch here. */
+		 * bound is at least a batch here. Every PA_TC_LIST_OVERAGES-th
+		 * overflow of a grown list takes a batch off its bound, and
+		 * gives back a second batch. */
 		unsigned n = batch;
+		tc->streak[cls] = 0;
+		if (max > PA_TC_LIST_BATCHES * batch && ++tc->over[cls] >= PA_TC_LIST_OVERAGES) {
+			tc->over[cls] = 0;
+			max -= batch;
+			n += batch;
+		}
 		void **last = tc->head[cls];
 		for (unsigned k = 1; k < n; k++)
 			last = last[0];
@@ -276,14 +363,16 @@ void cache_free_slow(unsigned cls, void *p)
 		count -= n;
 	}
 	cache_list_set(tc, cls, count, max);
-	cache_keep_share(tc);
+	cache_keep_budget(tc);
 }
 
 void cache_flush_self(void)
 {
 	struct pa_tcache *tc = cache_self;
-	if (tc != &cache_empty && tc != &cache_gone)
+	if (tc != &cache_empty && tc != &cache_gone) {
 		cache_release(tc);
+		claim_note(tc, 0);
+	}
 }
 
 void cache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *large_spans, size_t *large_pages,
@@ -338,10 +427,12 @@ void cache_fork_child(void)
 	}
 	registry = NULL;
 	registry_len = 0;
+	caches_claimed = 0;
 	if (self != &cache_empty && self != &cache_gone) {
 		self->next = NULL;
 		self->prevnext = &registry;
 		registry = self;
 		registry_len = 1;
+		caches_claimed = self->claim;
 	}
 }

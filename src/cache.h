@@ -7,16 +7,19 @@
  * read-modify-write, nothing shared written. An empty list refills with a
  * batch from the class's central list; a list over its bound gives a batch
  * back (central.h). Bounds: a batch is 16 KiB worth of objects, at least 1
- * and at most 32; a list holds at most PA_TC_LIST_BATCHES batches. See
- * docs/design.md for why per-thread caches and not per-CPU ones.
+ * and at most 32; a list holds PA_TC_LIST_BATCHES batches, more in a run of
+ * refills (below). See docs/design.md for why per-thread caches and not
+ * per-CPU ones.
  *
- * Together the caches hold at most about thread_cache_total bytes (config.h,
- * tcmalloc's overall budget): each cache's share is that over the number of
- * caches, at least PA_TC_MIN_BUDGET. Every 8th slow path a cache whose
- * share is below what it could hold sums its bytes, and over its share
- * gives back the older half of every list and its oldest large slots. With
- * one thread the share exceeds what a cache can hold (5.2 MiB) and nothing
- * is summed; with 64 threads on the default 8 MiB each keeps 128 KiB.
+ * Together the caches hold about thread_cache_total bytes (config.h,
+ * tcmalloc's overall budget). Every 8th slow path a cache sums its bytes
+ * and notes them as its claim (at least PA_TC_RESERVE) in a shared sum.
+ * Its allowance is thread_cache_total less the other caches' claims, and at
+ * least the fair share (thread_cache_total over the caches, at least
+ * PA_TC_MIN_BUDGET): a thread that bursts while the others hold little may
+ * use what they leave; with 64 threads on the default 8 MiB each keeps
+ * 128 KiB. Over its allowance a cache gives back the older half of every
+ * list and its oldest large slots.
  *
  * The thread's cache pointer is initial-exec TLS (8 bytes: the only
  * thread-local state of the allocator). Until the thread's first slow path
@@ -71,8 +74,22 @@
  * time between trips grows with the square of the bound. */
 #define PA_TC_LIST_BATCHES 4u
 
-/* The least share of thread_cache_total a cache keeps, however many. */
+/* Past PA_TC_LIST_BATCHES batches a list's bound grows by a batch at a
+ * refill of the empty list that is the PA_TC_GROW_STREAK-th or later since
+ * the list last overflowed (a thread allocating far more than it frees, not
+ * the random walk of one whose mallocs and frees balance), up to
+ * PA_TC_LIST_MAX objects, while the bounds of all the cache's lists fit its
+ * allowance; every PA_TC_LIST_OVERAGES-th overflow since the bound last
+ * moved takes a batch off it again (tcmalloc's dynamic list length). */
+#define PA_TC_LIST_MAX 8192u
+#define PA_TC_LIST_OVERAGES 16u
+#define PA_TC_GROW_STREAK 8u
+
+/* The least a cache may hold, however many there are. */
 #define PA_TC_MIN_BUDGET ((size_t)32 << 10)
+/* What a cache is counted as holding, at least, when another asks how
+ * much of thread_cache_total is left for it. */
+#define PA_TC_RESERVE ((size_t)512 << 10)
 
 struct pa_tcache {
 	/* Per size class, a list of free objects linked through their first
@@ -88,9 +105,14 @@ struct pa_tcache {
 	uint32_t max[PA_SC_NUM_CLASSES];
 	struct pa_span *large[PA_LARGE_SLOTS]; /* [0, nlarge), oldest first */
 	uint32_t nlarge;
-	uint32_t large_pages; /* pages in large[] (relaxed atomic stores) */
-	uint32_t slow;        /* slow paths taken: the budget is checked every 8th */
-	uint32_t nspare;      /* spare[0, nspare): free span records */
+	uint32_t large_pages;              /* pages in large[] (relaxed atomic stores) */
+	uint32_t slow;                     /* slow paths taken: the budget is checked every 8th */
+	size_t claim;                      /* what it held at its last check, at least
+	                                    * PA_TC_RESERVE (relaxed atomic stores) */
+	size_t bound_bytes;                /* the lists' bounds in bytes: sum of max * size */
+	uint8_t over[PA_SC_NUM_CLASSES];   /* overflows since the bound last moved */
+	uint8_t streak[PA_SC_NUM_CLASSES]; /* refills since the last overflow (at most 255) */
+	uint32_t nspare;                   /* spare[0, nspare): free span records */
 	struct pa_span *spare[PA_TC_SPARE_SPANS];
 	/* Classes in whose carve slots this cache may be (central_take): bit
 	 * cls of word cls / 64; central_uncarve them when it is released. */
@@ -130,6 +152,7 @@ static inline uint32_t cache_list_count(const struct pa_tcache *tc, unsigned cls
  * bound max >= count. */
 static inline void cache_list_set(struct pa_tcache *tc, unsigned cls, uint32_t count, uint32_t max)
 {
+	tc->bound_bytes += ((size_t)max - tc->max[cls]) * pa_sizeclasses[cls].size;
 	__atomic_store_n(&tc->max[cls], max, __ATOMIC_RELAXED);
 	__atomic_store_n(&tc->room[cls], max - count, __ATOMIC_RELAXED);
 }
@@ -231,10 +254,10 @@ void cache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *large_spans, size_t *l
 void cache_fork_prepare(void);
 void cache_fork_parent(void);
 void cache_fork_child(void);
-
-/* Each cache's share of thread_cache_total now (bytes), or what a cache
- * can hold at most if that is less. */
-size_t cache_share(void);
+/* The calling thread's allowance (0 while it has no cache), and the
+ * caches' claims together, in bytes (see the top of this file). */
+size_t cache_allowance_self(void);
+size_t cache_claimed(void);
 
 /* Called once by malloc init (pthread key for thread exit). 0 or -1. */
 int cache_global_init(void);

@@ -320,9 +320,11 @@ static void print_heap(struct out *o, const struct pa_malloc_stats *ms)
 	out_mib_bytes(o, ms->cached_bytes);
 	out_str(o, " of free objects (");
 	out_mib(o, ms->stashed_bytes);
-	out_str(o, " of them in the central stashes); each keeps at most ");
-	out_mib(o, cache_share());
-	out_str(o, " (thread_cache_total over the caches)\n");
+	out_str(o, " of them in the central stashes); claims ");
+	out_mib(o, cache_claimed());
+	out_str(o, " of thread_cache_total ");
+	out_mib(o, __atomic_load_n(&pa_conf.thread_cache_total, __ATOMIC_RELAXED));
+	out_str(o, "\n");
 	out_bytes_line(o, "heapUsage", ms->heap_usage,
 	               "  heap_sys - heap_released - span_released\n");
 	out_bytes_line(o, "maxFragmentation", ms->max_fragmentation, "  heap_inuse - heap_alloc, ");

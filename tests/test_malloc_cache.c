@@ -147,25 +147,175 @@ static void within_its_share_a_cache_keeps_what_it_holds(void **state)
 	TU_EQ(r.after_eighth_slow, LARGE_BYTES);
 }
 
-/* The share is thread_cache_total over the caches, at least
- * PA_TC_MIN_BUDGET, at most what one cache can hold. */
-static void share_is_the_total_over_the_caches(void **state)
+/* A thread's allowance is thread_cache_total less the other caches'
+ * claims (the main thread's: PA_TC_RESERVE, what it held at its last check
+ * or flush being less), and at least the fair share, at least
+ * PA_TC_MIN_BUDGET. */
+struct allowance {
+	size_t at_8m, at_1m, at_16k, claimed;
+};
+
+static void *allowance_thread(void *arg)
+{
+	struct allowance *r = arg;
+	pa_free(pa_malloc(16)); /* this thread's cache exists */
+	r->claimed = cache_claimed();
+	r->at_8m = cache_allowance_self();
+	assert_int_equal(pa_config_set("thread_cache_total", "1M"), 0);
+	r->at_1m = cache_allowance_self();
+	assert_int_equal(pa_config_set("thread_cache_total", "16K"), 0);
+	r->at_16k = cache_allowance_self();
+	assert_int_equal(pa_config_set("thread_cache_total", "8M"), 0);
+	return NULL;
+}
+
+static void allowance_is_the_total_less_the_other_caches_claims(void **state)
 {
 	(void)state;
 	pa_free(pa_malloc(16)); /* the main thread's cache exists */
-	struct pa_malloc_stats m;
-	assert_int_equal(pa_malloc_stats(&m), 0);
-	TU_EQ(m.thread_caches, 1);
-	assert_int_equal(pa_config_set("thread_cache_total", "1M"), 0);
-	TU_EQ(cache_share(), (size_t)1 << 20);
-	assert_int_equal(pa_config_set("thread_cache_total", "16K"), 0);
-	TU_EQ(cache_share(), PA_TC_MIN_BUDGET);
-	assert_int_equal(pa_config_set("thread_cache_total", "1G"), 0);
-	size_t cap = (size_t)PA_LARGE_SLOTS_MAX_PAGES * PA_PAGE_BYTES;
-	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
-		cap += PA_TC_LIST_BATCHES * (size_t)central_batch(cls) * pa_sizeclasses[cls].size;
-	TU_EQ(cache_share(), cap);
+	struct allowance r;
+	run_in_thread(allowance_thread, &r);
+	TU_EQ(PA_TC_RESERVE, 512 << 10);
+	TU_EQ(r.claimed, 2 * PA_TC_RESERVE);               /* main's and the thread's */
+	TU_EQ(r.at_8m, ((size_t)8 << 20) - PA_TC_RESERVE); /* more than 8M / 2 */
+	TU_EQ(r.at_1m, (size_t)512 << 10);                 /* 1M - 512K = 1M / 2 */
+	TU_EQ(r.at_16k, PA_TC_MIN_BUDGET);
+	TU_EQ(cache_claimed(), PA_TC_RESERVE); /* the thread's claim left with it */
+}
+
+/* ---- lists that grow -------------------------------------------------------- */
+
+#define PAGE_OBJ 4096 /* class of 4 KiB: a batch of 4, four batches 16 */
+#define NRUN 100
+#define NFOREIGN 55
+
+struct grow {
+	void *foreign[NFOREIGN]; /* allocated by the main thread, freed by the test's */
+	uint32_t max_after_run, count_after_run, streak_after_run;
+	uint32_t max_after_frees, count_after_frees;
+	uint32_t max_after_foreign, count_after_foreign;
+};
+
+static uint32_t list_max(unsigned cls)
+{
+	return cache_self->max[cls];
+}
+
+static uint32_t list_count(unsigned cls)
+{
+	return cache_list_count(cache_self, cls);
+}
+
+/* NRUN mallocs of 4 KiB, then their frees, then frees of NFOREIGN more
+ * from another thread. */
+static void *grow_thread(void *arg)
+{
+	struct grow *r = arg;
+	unsigned cls = pa_size_to_class(PAGE_OBJ);
+	void *p[NRUN];
+	for (int k = 0; k < NRUN; k++)
+		p[k] = pa_malloc(PAGE_OBJ);
+	r->max_after_run = list_max(cls);
+	r->count_after_run = list_count(cls);
+	r->streak_after_run = cache_self->streak[cls];
+	for (int k = 0; k < NRUN; k++)
+		pa_free(p[k]);
+	r->max_after_frees = list_max(cls);
+	r->count_after_frees = list_count(cls);
+	for (int k = 0; k < NFOREIGN; k++)
+		pa_free(r->foreign[k]);
+	r->max_after_foreign = list_max(cls);
+	r->count_after_foreign = list_count(cls);
+	pa_thread_cache_flush();
+	return NULL;
+}
+
+/* Refills 1-4 (mallocs 1, 2, 4, 7) take 1, 2, 3, 4 objects and bring the
+ * bound to four batches (16); then one every 4 mallocs (11, 15, ...). From
+ * the 8th refill in the run (malloc 23) on, each adds a batch: refill 27
+ * (malloc 99) leaves 96, and 3 objects of which malloc 100 takes one. The
+ * 100 frees fill the list to 96 and overflow twice, at frees 95 and 99, a
+ * batch back each (94 left). The foreign frees overflow at the 3rd and
+ * every 4th after, and the 16th overflow since the bound last moved (the
+ * 55th foreign free) takes a batch off the bound and gives two back. */
+static void a_run_of_refills_grows_a_list_past_four_batches(void **state)
+{
+	(void)state;
+	unsigned cls = pa_size_to_class(PAGE_OBJ);
+	TU_EQ(central_batch(cls), 4);
+	TU_EQ(PA_TC_GROW_STREAK, 8);
+	TU_EQ(PA_TC_LIST_OVERAGES, 16);
+	struct grow r;
+	for (int k = 0; k < NFOREIGN; k++)
+		r.foreign[k] = pa_malloc(PAGE_OBJ);
+	run_in_thread(grow_thread, &r);
+	TU_EQ(r.streak_after_run, 27);
+	TU_EQ(r.max_after_run, 96);
+	TU_EQ(r.count_after_run, 2);
+	TU_EQ(r.max_after_frees, 96);
+	TU_EQ(r.count_after_frees, 94);
+	TU_EQ(r.max_after_foreign, 92);
+	TU_EQ(r.count_after_foreign, 89);
+}
+
+/* With thread_cache_total=0 the allowance (PA_TC_MIN_BUDGET) is less than
+ * the lists' bounds already: the same run of refills leaves four batches. */
+static void *run_thread(void *arg)
+{
+	struct grow *r = arg;
+	unsigned cls = pa_size_to_class(PAGE_OBJ);
+	void *p[NRUN];
+	for (int k = 0; k < NRUN; k++)
+		p[k] = pa_malloc(PAGE_OBJ);
+	r->max_after_run = list_max(cls);
+	r->streak_after_run = cache_self->streak[cls];
+	for (int k = 0; k < NRUN; k++)
+		pa_free(p[k]);
+	pa_thread_cache_flush();
+	return NULL;
+}
+
+static void past_its_allowance_a_list_stays_at_four_batches(void **state)
+{
+	(void)state;
+	assert_int_equal(pa_config_set("thread_cache_total", "0"), 0);
+	struct grow r;
+	run_in_thread(run_thread, &r);
 	assert_int_equal(pa_config_set("thread_cache_total", "8M"), 0);
+	TU_EQ(r.streak_after_run, 27); /* the run was long enough */
+	TU_EQ(r.max_after_run, 16);
+}
+
+/* Mallocs and frees of 20 at a time: each round refills twice (mallocs 15
+ * and 19, after the 14 objects left by the round before) and overflows
+ * twice (frees 15 and 19), so no run of 8 refills comes and the list never
+ * grows past four batches, however many rounds. */
+static void *walk_thread(void *arg)
+{
+	struct grow *r = arg;
+	unsigned cls = pa_size_to_class(PAGE_OBJ);
+	void *p[20];
+	uint32_t most = 0;
+	for (int round = 0; round < 50; round++) {
+		for (int k = 0; k < 20; k++)
+			p[k] = pa_malloc(PAGE_OBJ);
+		most = list_max(cls) > most ? list_max(cls) : most;
+		for (int k = 0; k < 20; k++)
+			pa_free(p[k]);
+	}
+	r->max_after_run = most;
+	r->count_after_frees = list_count(cls);
+	pa_thread_cache_flush();
+	return NULL;
+}
+
+static void a_thread_that_frees_what_it_takes_keeps_four_batches(void **state)
+{
+	(void)state;
+	struct grow r;
+	run_in_thread(walk_thread, &r);
+	TU_EQ(r.max_after_run, 16);
+	TU_EQ(r.count_after_frees, 14);
 }
 
 /* ---- spare span records ---------------------------------------------------- */
@@ -377,17 +527,22 @@ static void stashed_batches_come_back_whole_to_the_next_refill(void **state)
 	TU_EQ(central_stashed(cls), 0);
 }
 
-/* A stash holds at most 1 MiB of a class: of 40 freed 32 KiB objects
- * (batch 1, list bound PA_TC_LIST_BATCHES = 4), 32 wait in the stash, 4 in
- * the list, and the other 4 go back to their spans. */
+/* A stash holds at most 1 MiB of a class: a thread whose 4 mallocs of
+ * 32 KiB (batch 1) brought its list's bound to PA_TC_LIST_BATCHES = 4 frees
+ * them and 40 more from the main thread: 4 stay in the list, 32 wait in the
+ * stash, and the other 8 go back to their spans. */
+static void *foreign_40[40];
+
 static void *stash_cap_thread(void *arg)
 {
 	size_t *stashed = arg;
-	static void *a[40];
+	void *own[4];
+	for (int k = 0; k < 4; k++)
+		own[k] = pa_malloc(32768);
+	for (int k = 0; k < 4; k++)
+		pa_free(own[k]);
 	for (int k = 0; k < 40; k++)
-		a[k] = pa_malloc(32768);
-	for (int k = 0; k < 40; k++)
-		pa_free(a[k]);
+		pa_free(foreign_40[k]);
 	unsigned cls = pa_size_to_class(32768);
 	stashed[0] = central_stashed(cls);
 	stashed[1] = cache_list_count(cache_self, cls);
@@ -400,6 +555,8 @@ static void a_stash_holds_at_most_one_mib_of_its_class(void **state)
 	unsigned cls = pa_size_to_class(32768);
 	TU_EQ(central_batch(cls), 1);
 	size_t got[2];
+	for (int k = 0; k < 40; k++)
+		foreign_40[k] = pa_malloc(32768);
 	run_in_thread(stash_cap_thread, got);
 	TU_EQ(got[0], 32);
 	TU_EQ(got[1], PA_TC_LIST_BATCHES);
@@ -849,7 +1006,10 @@ int main(void)
 	    TU_TEST(first_refills_take_one_two_three_objects),
 	    TU_TEST(over_its_share_a_cache_gives_back_at_the_eighth_slow_path),
 	    TU_TEST(within_its_share_a_cache_keeps_what_it_holds),
-	    TU_TEST(share_is_the_total_over_the_caches),
+	    TU_TEST(allowance_is_the_total_less_the_other_caches_claims),
+	    TU_TEST(a_run_of_refills_grows_a_list_past_four_batches),
+	    TU_TEST(past_its_allowance_a_list_stays_at_four_batches),
+	    TU_TEST(a_thread_that_frees_what_it_takes_keeps_four_batches),
 	    TU_TEST(span_records_move_four_at_a_time),
 	    TU_TEST(span_records_are_64_bytes_up_to_128_objects),
 	    TU_TEST(large_objects_outlive_the_thread_that_counted_them),

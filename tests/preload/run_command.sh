@@ -36,13 +36,12 @@ out=$("$pagealloc" run --stats-file "$tmp/stats/%p" -- \
 [ "$out" = 1 ] || fail "pagealloc run -- bash pipeline printed '$out', not 1"
 stats_check "$tmp/stats" bash seq
 
-# --thread-cache-total reaches the library: sort's one thread cache keeps
-# at most the whole total.
+# --thread-cache-total reaches the library: the stats name it.
 "$pagealloc" run --thread-cache-total 1M -- sort "$tmp/in" >"$tmp/out5" 2>"$tmp/err5" ||
 	fail "pagealloc run --thread-cache-total 1M -- sort exited with $?"
 expect_same "$tmp/ref" "$tmp/out5" "pagealloc run --thread-cache-total 1M -- sort"
-grep -q 'each keeps at most 1.00 MiB' "$tmp/err5" ||
-	fail "--thread-cache-total 1M: no 'each keeps at most 1.00 MiB' in $(grep 'thread caches' "$tmp/err5")"
+grep -q 'of thread_cache_total 1.00 MiB' "$tmp/err5" ||
+	fail "--thread-cache-total 1M: no 'of thread_cache_total 1.00 MiB' in $(grep 'thread caches' "$tmp/err5")"
 
 status=0
 "$pagealloc" run --quiet -- sh -c 'exit 3' 2>"$tmp/err3" || status=$?
