@@ -175,13 +175,13 @@ static void claim_note(struct pa_tcache *tc, size_t held)
 }
 
 /* What tc may hold (cache.h): thread_cache_total less the other caches'
- * claims, and at least the fair share (thread_cache_total over the caches,
- * at least PA_TC_MIN_BUDGET). */
+ * claims, and at least the fair share (half of thread_cache_total over the
+ * caches, at least PA_TC_MIN_BUDGET). */
 static size_t cache_allowance(const struct pa_tcache *tc)
 {
 	size_t total = __atomic_load_n(&pa_conf.thread_cache_total, __ATOMIC_RELAXED);
 	size_t n = __atomic_load_n(&registry_len, __ATOMIC_RELAXED);
-	size_t fair = total / (n != 0 ? n : 1);
+	size_t fair = total / 2 / (n != 0 ? n : 1);
 	fair = fair > PA_TC_MIN_BUDGET ? fair : PA_TC_MIN_BUDGET;
 	size_t others = __atomic_load_n(&caches_claimed, __ATOMIC_RELAXED) - tc->claim;
 	size_t rest = total > others ? total - others : 0;
@@ -307,19 +307,20 @@ void *cache_alloc_slow(unsigned cls)
 	void **o = head;
 	tc->head[cls] = o[0];
 	uint32_t grown = list_bound_grown(cls, max);
-	tc->streak[cls] += tc->streak[cls] < UINT8_MAX;
+	tc->swing[cls] += tc->swing[cls] < INT8_MAX;
 	if (grown > max && max >= PA_TC_LIST_BATCHES * batch) {
-		/* Past PA_TC_LIST_BATCHES batches a list grows only in a run
-		 * of refills (PA_TC_GROW_STREAK since its last overflow: a
-		 * thread allocating far more than it frees, not the random
-		 * walk of one that frees as much) and while the bounds of all
-		 * the cache's lists fit its allowance. */
+		/* Past PA_TC_LIST_BATCHES batches a list grows by a batch once
+		 * its refills outnumber its overflows by PA_TC_LIST_SWING since
+		 * the bound last moved (a thread allocating far more than it
+		 * frees, not the random walk of one that frees as much), while
+		 * the bounds of all the cache's lists fit its allowance. */
 		size_t need = tc->bound_bytes + (size_t)(grown - max) * pa_sizeclasses[cls].size;
-		if (tc->streak[cls] < PA_TC_GROW_STREAK || need > cache_allowance(tc))
+		if (tc->swing[cls] < (int)PA_TC_LIST_SWING || need > cache_allowance(tc))
 			grown = max;
+		else
+			tc->swing[cls] = 0;
 	}
 	cache_list_set(tc, cls, n - 1, grown);
-	tc->over[cls] = 0;
 	o[1] = NULL;
 	return o;
 }
@@ -343,13 +344,13 @@ void cache_free_slow(unsigned cls, void *p)
 		max++; /* slow start, for a thread that frees more than it takes */
 	if (count > max) {
 		/* Give the first batch back (one walk of `batch` links); the
-		 * bound is at least a batch here. Every PA_TC_LIST_OVERAGES-th
-		 * overflow of a grown list takes a batch off its bound, and
-		 * gives back a second batch. */
+		 * bound is at least a batch here. A grown list whose overflows
+		 * outnumber its refills by PA_TC_LIST_SWING since the bound
+		 * last moved takes a batch off it, and gives a second back. */
 		unsigned n = batch;
-		tc->streak[cls] = 0;
-		if (max > PA_TC_LIST_BATCHES * batch && ++tc->over[cls] >= PA_TC_LIST_OVERAGES) {
-			tc->over[cls] = 0;
+		tc->swing[cls] -= tc->swing[cls] > INT8_MIN;
+		if (max > PA_TC_LIST_BATCHES * batch && tc->swing[cls] <= -(int)PA_TC_LIST_SWING) {
+			tc->swing[cls] = 0;
 			max -= batch;
 			n += batch;
 		}

@@ -15,11 +15,11 @@
  * tcmalloc's overall budget). Every 8th slow path a cache sums its bytes
  * and notes them as its claim (at least PA_TC_RESERVE) in a shared sum.
  * Its allowance is thread_cache_total less the other caches' claims, and at
- * least the fair share (thread_cache_total over the caches, at least
- * PA_TC_MIN_BUDGET): a thread that bursts while the others hold little may
- * use what they leave; with 64 threads on the default 8 MiB each keeps
- * 128 KiB. Over its allowance a cache gives back the older half of every
- * list and its oldest large slots.
+ * least the fair share (half of thread_cache_total over the caches, at
+ * least PA_TC_MIN_BUDGET): a thread that bursts while the others hold
+ * little may use what they leave; with 64 threads on the default 16 MiB
+ * each keeps 128 KiB. Over its allowance a cache gives back the older half
+ * of every list and its oldest large slots.
  *
  * The thread's cache pointer is initial-exec TLS (8 bytes: the only
  * thread-local state of the allocator). Until the thread's first slow path
@@ -75,15 +75,15 @@
 #define PA_TC_LIST_BATCHES 4u
 
 /* Past PA_TC_LIST_BATCHES batches a list's bound grows by a batch at a
- * refill of the empty list that is the PA_TC_GROW_STREAK-th or later since
- * the list last overflowed (a thread allocating far more than it frees, not
- * the random walk of one whose mallocs and frees balance), up to
- * PA_TC_LIST_MAX objects, while the bounds of all the cache's lists fit its
- * allowance; every PA_TC_LIST_OVERAGES-th overflow since the bound last
- * moved takes a batch off it again (tcmalloc's dynamic list length). */
+ * refill of the empty list once its refills outnumber its overflows by
+ * PA_TC_LIST_SWING since the bound last moved (a thread allocating far more
+ * than it frees, not the random walk of one whose mallocs and frees
+ * balance), up to PA_TC_LIST_MAX objects, while the bounds of all the
+ * cache's lists fit its allowance; overflows outnumbering refills by as
+ * many take a batch off it again (tcmalloc's dynamic list length, with a
+ * guard). */
 #define PA_TC_LIST_MAX 8192u
-#define PA_TC_LIST_OVERAGES 16u
-#define PA_TC_GROW_STREAK 8u
+#define PA_TC_LIST_SWING 8u
 
 /* The least a cache may hold, however many there are. */
 #define PA_TC_MIN_BUDGET ((size_t)32 << 10)
@@ -105,14 +105,14 @@ struct pa_tcache {
 	uint32_t max[PA_SC_NUM_CLASSES];
 	struct pa_span *large[PA_LARGE_SLOTS]; /* [0, nlarge), oldest first */
 	uint32_t nlarge;
-	uint32_t large_pages;              /* pages in large[] (relaxed atomic stores) */
-	uint32_t slow;                     /* slow paths taken: the budget is checked every 8th */
-	size_t claim;                      /* what it held at its last check, at least
-	                                    * PA_TC_RESERVE (relaxed atomic stores) */
-	size_t bound_bytes;                /* the lists' bounds in bytes: sum of max * size */
-	uint8_t over[PA_SC_NUM_CLASSES];   /* overflows since the bound last moved */
-	uint8_t streak[PA_SC_NUM_CLASSES]; /* refills since the last overflow (at most 255) */
-	uint32_t nspare;                   /* spare[0, nspare): free span records */
+	uint32_t large_pages;            /* pages in large[] (relaxed atomic stores) */
+	uint32_t slow;                   /* slow paths taken: the budget is checked every 8th */
+	size_t claim;                    /* what it held at its last check, at least
+	                                  * PA_TC_RESERVE (relaxed atomic stores) */
+	size_t bound_bytes;              /* the lists' bounds in bytes: sum of max * size */
+	int8_t swing[PA_SC_NUM_CLASSES]; /* refills less overflows since the bound last
+	                                  * moved past PA_TC_LIST_BATCHES batches */
+	uint32_t nspare;                 /* spare[0, nspare): free span records */
 	struct pa_span *spare[PA_TC_SPARE_SPANS];
 	/* Classes in whose carve slots this cache may be (central_take): bit
 	 * cls of word cls / 64; central_uncarve them when it is released. */

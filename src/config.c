@@ -26,7 +26,7 @@ struct pa_config pa_conf = {
     .scavenge_delay_ms = 1000,
     .thread_cache = 1,
     .scavenge_burst_percent = 10,
-    .thread_cache_total = (size_t)8 << 20,
+    .thread_cache_total = (size_t)16 << 20,
 };
 
 void (*config_on_change)(void);

@@ -1,6 +1,7 @@
 /*
  * test_malloc_cache.c — how much a thread cache takes and keeps (cache.h):
- * slow start, and each cache's share of thread_cache_total.
+ * slow start, each cache's allowance out of thread_cache_total, and lists
+ * that grow in a run of refills.
  *
  * Each scenario runs in a thread of its own, so its cache starts empty with
  * its slow-path count at zero, and records pa_malloc_stats figures as it
@@ -88,7 +89,7 @@ static void first_refills_take_one_two_three_objects(void **state)
 	TU_EQ(r.after_frees, 3 + SS_MALLOCS);
 }
 
-/* ---- each cache's share ---------------------------------------------------- */
+/* ---- each cache's allowance ------------------------------------------------ */
 
 #define LARGE_BYTES ((size_t)256 << 10)
 
@@ -118,26 +119,26 @@ static void *share_thread(void *arg)
 	return NULL;
 }
 
-/* With thread_cache_total=0 each cache's share is PA_TC_MIN_BUDGET
+/* With thread_cache_total=0 each cache's allowance is PA_TC_MIN_BUDGET
  * (32 KiB): the 8th slow path finds 256 KiB held and gives the large block
  * back, not before. */
-static void over_its_share_a_cache_gives_back_at_the_eighth_slow_path(void **state)
+static void over_its_allowance_a_cache_gives_back_at_the_eighth_slow_path(void **state)
 {
 	(void)state;
 	assert_int_equal(pa_config_set("thread_cache_total", "0"), 0);
 	struct share r;
 	run_in_thread(share_thread, &r);
-	assert_int_equal(pa_config_set("thread_cache_total", "8M"), 0);
+	assert_int_equal(pa_config_set("thread_cache_total", "16M"), 0);
 	TU_EQ(PA_TC_MIN_BUDGET, 32 << 10);
 	TU_EQ(r.after_large_free, LARGE_BYTES);
 	TU_EQ(r.after_seven_slow, LARGE_BYTES);
 	TU_EQ(r.after_eighth_slow, 0);
 }
 
-/* With the default 8 MiB and two caches (this thread's and the main
- * thread's), the share exceeds what a cache can hold: nothing is given
- * back. */
-static void within_its_share_a_cache_keeps_what_it_holds(void **state)
+/* With the default 16 MiB and two caches (this thread's and the main
+ * thread's, which claims 512 KiB), the allowance is 15.5 MiB: nothing is
+ * given back. */
+static void within_its_allowance_a_cache_keeps_what_it_holds(void **state)
 {
 	(void)state;
 	struct share r;
@@ -149,10 +150,10 @@ static void within_its_share_a_cache_keeps_what_it_holds(void **state)
 
 /* A thread's allowance is thread_cache_total less the other caches'
  * claims (the main thread's: PA_TC_RESERVE, what it held at its last check
- * or flush being less), and at least the fair share, at least
- * PA_TC_MIN_BUDGET. */
+ * or flush being less), and at least the fair share (half the total over
+ * the caches, at least PA_TC_MIN_BUDGET). */
 struct allowance {
-	size_t at_8m, at_1m, at_16k, claimed;
+	size_t at_16m, at_1m, at_16k, claimed;
 };
 
 static void *allowance_thread(void *arg)
@@ -160,12 +161,12 @@ static void *allowance_thread(void *arg)
 	struct allowance *r = arg;
 	pa_free(pa_malloc(16)); /* this thread's cache exists */
 	r->claimed = cache_claimed();
-	r->at_8m = cache_allowance_self();
+	r->at_16m = cache_allowance_self();
 	assert_int_equal(pa_config_set("thread_cache_total", "1M"), 0);
 	r->at_1m = cache_allowance_self();
 	assert_int_equal(pa_config_set("thread_cache_total", "16K"), 0);
 	r->at_16k = cache_allowance_self();
-	assert_int_equal(pa_config_set("thread_cache_total", "8M"), 0);
+	assert_int_equal(pa_config_set("thread_cache_total", "16M"), 0);
 	return NULL;
 }
 
@@ -176,22 +177,23 @@ static void allowance_is_the_total_less_the_other_caches_claims(void **state)
 	struct allowance r;
 	run_in_thread(allowance_thread, &r);
 	TU_EQ(PA_TC_RESERVE, 512 << 10);
-	TU_EQ(r.claimed, 2 * PA_TC_RESERVE);               /* main's and the thread's */
-	TU_EQ(r.at_8m, ((size_t)8 << 20) - PA_TC_RESERVE); /* more than 8M / 2 */
-	TU_EQ(r.at_1m, (size_t)512 << 10);                 /* 1M - 512K = 1M / 2 */
-	TU_EQ(r.at_16k, PA_TC_MIN_BUDGET);
-	TU_EQ(cache_claimed(), PA_TC_RESERVE); /* the thread's claim left with it */
+	TU_EQ(r.claimed, 2 * PA_TC_RESERVE);                 /* main's and the thread's */
+	TU_EQ(r.at_16m, ((size_t)16 << 20) - PA_TC_RESERVE); /* more than 16M / 2 / 2 */
+	TU_EQ(r.at_1m, (size_t)512 << 10);                   /* 1M - 512K, more than 256K */
+	TU_EQ(r.at_16k, PA_TC_MIN_BUDGET);                   /* more than 16K / 2 / 2 and 0 */
+	TU_EQ(cache_claimed(), PA_TC_RESERVE);               /* the thread's claim left with it */
 }
 
 /* ---- lists that grow -------------------------------------------------------- */
 
 #define PAGE_OBJ 4096 /* class of 4 KiB: a batch of 4, four batches 16 */
 #define NRUN 100
-#define NFOREIGN 55
+#define NFOREIGN 31
 
 struct grow {
 	void *foreign[NFOREIGN]; /* allocated by the main thread, freed by the test's */
-	uint32_t max_after_run, count_after_run, streak_after_run;
+	uint32_t max_after_run, count_after_run;
+	int swing_after_run;
 	uint32_t max_after_frees, count_after_frees;
 	uint32_t max_after_foreign, count_after_foreign;
 };
@@ -217,7 +219,7 @@ static void *grow_thread(void *arg)
 		p[k] = pa_malloc(PAGE_OBJ);
 	r->max_after_run = list_max(cls);
 	r->count_after_run = list_count(cls);
-	r->streak_after_run = cache_self->streak[cls];
+	r->swing_after_run = cache_self->swing[cls];
 	for (int k = 0; k < NRUN; k++)
 		pa_free(p[k]);
 	r->max_after_frees = list_max(cls);
@@ -231,31 +233,32 @@ static void *grow_thread(void *arg)
 }
 
 /* Refills 1-4 (mallocs 1, 2, 4, 7) take 1, 2, 3, 4 objects and bring the
- * bound to four batches (16); then one every 4 mallocs (11, 15, ...). From
- * the 8th refill in the run (malloc 23) on, each adds a batch: refill 27
- * (malloc 99) leaves 96, and 3 objects of which malloc 100 takes one. The
- * 100 frees fill the list to 96 and overflow twice, at frees 95 and 99, a
- * batch back each (94 left). The foreign frees overflow at the 3rd and
- * every 4th after, and the 16th overflow since the bound last moved (the
- * 55th foreign free) takes a batch off the bound and gives two back. */
+ * bound to four batches (16); then one every 4 mallocs (11, 15, ...). Every
+ * 8th refill (mallocs 23, 55, 87) adds a batch: 28 after refill 27 (malloc
+ * 99), whose 3 objects malloc 100 leaves 2 of, and 3 refills toward the
+ * next. The frees fill the list to 28 and overflow at free 27, then every
+ * 4th: the 11th overflow (free 67) is the 8th more than the refills and
+ * takes a batch off the bound (24) and gives two back, as does the 8th
+ * after it (free 99: 20), leaving 18. The foreign frees overflow at the
+ * 3rd and every 4th after, and the 8th (the 31st free) brings the bound
+ * back to four batches. */
 static void a_run_of_refills_grows_a_list_past_four_batches(void **state)
 {
 	(void)state;
 	unsigned cls = pa_size_to_class(PAGE_OBJ);
 	TU_EQ(central_batch(cls), 4);
-	TU_EQ(PA_TC_GROW_STREAK, 8);
-	TU_EQ(PA_TC_LIST_OVERAGES, 16);
+	TU_EQ(PA_TC_LIST_SWING, 8);
 	struct grow r;
 	for (int k = 0; k < NFOREIGN; k++)
 		r.foreign[k] = pa_malloc(PAGE_OBJ);
 	run_in_thread(grow_thread, &r);
-	TU_EQ(r.streak_after_run, 27);
-	TU_EQ(r.max_after_run, 96);
+	TU_EQ(r.swing_after_run, 3);
+	TU_EQ(r.max_after_run, 28);
 	TU_EQ(r.count_after_run, 2);
-	TU_EQ(r.max_after_frees, 96);
-	TU_EQ(r.count_after_frees, 94);
-	TU_EQ(r.max_after_foreign, 92);
-	TU_EQ(r.count_after_foreign, 89);
+	TU_EQ(r.max_after_frees, 20);
+	TU_EQ(r.count_after_frees, 18);
+	TU_EQ(r.max_after_foreign, 16);
+	TU_EQ(r.count_after_foreign, 13);
 }
 
 /* With thread_cache_total=0 the allowance (PA_TC_MIN_BUDGET) is less than
@@ -268,7 +271,7 @@ static void *run_thread(void *arg)
 	for (int k = 0; k < NRUN; k++)
 		p[k] = pa_malloc(PAGE_OBJ);
 	r->max_after_run = list_max(cls);
-	r->streak_after_run = cache_self->streak[cls];
+	r->swing_after_run = cache_self->swing[cls];
 	for (int k = 0; k < NRUN; k++)
 		pa_free(p[k]);
 	pa_thread_cache_flush();
@@ -281,15 +284,15 @@ static void past_its_allowance_a_list_stays_at_four_batches(void **state)
 	assert_int_equal(pa_config_set("thread_cache_total", "0"), 0);
 	struct grow r;
 	run_in_thread(run_thread, &r);
-	assert_int_equal(pa_config_set("thread_cache_total", "8M"), 0);
-	TU_EQ(r.streak_after_run, 27); /* the run was long enough */
+	assert_int_equal(pa_config_set("thread_cache_total", "16M"), 0);
+	TU_EQ(r.swing_after_run, 27); /* the run was long enough */
 	TU_EQ(r.max_after_run, 16);
 }
 
 /* Mallocs and frees of 20 at a time: each round refills twice (mallocs 15
  * and 19, after the 14 objects left by the round before) and overflows
- * twice (frees 15 and 19), so no run of 8 refills comes and the list never
- * grows past four batches, however many rounds. */
+ * twice (frees 15 and 19), so the refills never outnumber the overflows by
+ * 8 and the list never grows past four batches, however many rounds. */
 static void *walk_thread(void *arg)
 {
 	struct grow *r = arg;
@@ -1004,8 +1007,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    TU_TEST(first_refills_take_one_two_three_objects),
-	    TU_TEST(over_its_share_a_cache_gives_back_at_the_eighth_slow_path),
-	    TU_TEST(within_its_share_a_cache_keeps_what_it_holds),
+	    TU_TEST(over_its_allowance_a_cache_gives_back_at_the_eighth_slow_path),
+	    TU_TEST(within_its_allowance_a_cache_keeps_what_it_holds),
 	    TU_TEST(allowance_is_the_total_less_the_other_caches_claims),
 	    TU_TEST(a_run_of_refills_grows_a_list_past_four_batches),
 	    TU_TEST(past_its_allowance_a_list_stays_at_four_batches),
