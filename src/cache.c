@@ -228,6 +228,20 @@ static void list_keep(struct pa_tcache *tc, unsigned cls, uint32_t keep, uint32_
 	cache_list_set(tc, cls, count, max);
 }
 
+/* Cut the bounds of tc's lists grown past PA_TC_LIST_BATCHES batches: to
+ * that (to_least) or by half, not below it, keeping the newest objects. */
+static void lists_cut(struct pa_tcache *tc, int to_least)
+{
+	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
+		uint32_t max = tc->max[cls], least = PA_TC_LIST_BATCHES * central_batch(cls);
+		if (max > least) {
+			max = !to_least && max / 2 > least ? max / 2 : least;
+			uint32_t count = cache_list_count(tc, cls);
+			list_keep(tc, cls, count < max ? count : max, max);
+		}
+	}
+}
+
 /* Every 8th slow path of tc: note what it holds (its claim); past its
  * allowance, halve the bounds of lists grown past PA_TC_LIST_BATCHES
  * batches (keeping the newest objects), then, still over, give back the
@@ -242,15 +256,7 @@ static void cache_keep_budget(struct pa_tcache *tc)
 	if (tc->bound_bytes > allowance) {
 		/* the allowance shrank since these lists grew: the other
 		 * caches claim more now */
-		for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
-			uint32_t max = tc->max[cls],
-			         least = PA_TC_LIST_BATCHES * central_batch(cls);
-			if (max > least) {
-				max = max / 2 > least ? max / 2 : least;
-				uint32_t count = cache_list_count(tc, cls);
-				list_keep(tc, cls, count < max ? count : max, max);
-			}
-		}
+		lists_cut(tc, 0);
 		held = cache_held(tc);
 	}
 	if (held <= allowance)
@@ -306,6 +312,7 @@ void *cache_alloc_slow(unsigned cls)
 		return NULL;
 	void **o = head;
 	tc->head[cls] = o[0];
+	tc->drain = 0;
 	uint32_t grown = list_bound_grown(cls, max);
 	tc->swing[cls] += tc->swing[cls] < INT8_MAX;
 	if (grown > max && max >= PA_TC_LIST_BATCHES * batch) {
@@ -346,9 +353,10 @@ void cache_free_slow(unsigned cls, void *p)
 		/* Give the first batch back (one walk of `batch` links); the
 		 * bound is at least a batch here. A grown list whose overflows
 		 * outnumber its refills by PA_TC_LIST_SWING since the bound
-		 * last moved takes a batch off it, and gives a second back. */
+		 * last moved takes a batch off it and gives that back too. */
 		unsigned n = batch;
 		tc->swing[cls] -= tc->swing[cls] > INT8_MIN;
+		tc->drain += tc->drain < UINT32_MAX;
 		if (max > PA_TC_LIST_BATCHES * batch && tc->swing[cls] <= -(int)PA_TC_LIST_SWING) {
 			tc->swing[cls] = 0;
 			max -= batch;
@@ -364,6 +372,12 @@ void cache_free_slow(unsigned cls, void *p)
 		count -= n;
 	}
 	cache_list_set(tc, cls, count, max);
+	/* The thread's last PA_TC_DRAIN overflows came with no refill of any
+	 * class: it frees far more than it allocates (the end of a phase,
+	 * after which it may idle with whatever its lists hold). Its grown
+	 * lists go back to PA_TC_LIST_BATCHES batches. */
+	if (tc->drain == PA_TC_DRAIN)
+		lists_cut(tc, 1);
 	cache_keep_budget(tc);
 }
 

@@ -84,6 +84,11 @@
  * guard). */
 #define PA_TC_LIST_MAX 8192u
 #define PA_TC_LIST_SWING 8u
+/* A cache's PA_TC_DRAIN-th overflow with no refill of any class between
+ * (a thread freeing far more than it allocates: the end of a phase, which
+ * it may idle after) cuts all its grown lists back to PA_TC_LIST_BATCHES
+ * batches. */
+#define PA_TC_DRAIN 1024u
 
 /* The least a cache may hold, however many there are. */
 #define PA_TC_MIN_BUDGET ((size_t)32 << 10)
@@ -107,6 +112,7 @@ struct pa_tcache {
 	uint32_t nlarge;
 	uint32_t large_pages;            /* pages in large[] (relaxed atomic stores) */
 	uint32_t slow;                   /* slow paths taken: the budget is checked every 8th */
+	uint32_t drain;                  /* overflows since the last refill of any class */
 	size_t claim;                    /* what it held at its last check, at least
 	                                  * PA_TC_RESERVE (relaxed atomic stores) */
 	size_t bound_bytes;              /* the lists' bounds in bytes: sum of max * size */

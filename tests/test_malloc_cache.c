@@ -321,6 +321,58 @@ static void a_thread_that_frees_what_it_takes_keeps_four_batches(void **state)
 	TU_EQ(r.count_after_frees, 14);
 }
 
+/* A thread that frees much more than it allocates: its 1024th overflow with
+ * no refill of any class between cuts its grown lists back to four batches.
+ * Its list of 16 bytes grows by one a free up to a batch (32, at the 32nd
+ * foreign free) and overflows at free 33 and every 32nd after: the 1024th
+ * at free 33 + 32 * 1023 = 32769. */
+#define NDRAIN (33 + 32 * 1023)
+
+struct drain {
+	void **foreign; /* NDRAIN blocks of 16 bytes from the main thread */
+	uint32_t grown, before, after, count_after;
+};
+
+static void *drain_thread(void *arg)
+{
+	struct drain *r = arg;
+	unsigned cls = pa_size_to_class(PAGE_OBJ);
+	void *p[NRUN];
+	for (int k = 0; k < NRUN; k++)
+		p[k] = pa_malloc(PAGE_OBJ);
+	r->grown = list_max(cls);
+	for (int k = 0; k < NDRAIN - 1; k++)
+		pa_free(r->foreign[k]);
+	r->before = list_max(cls);
+	pa_free(r->foreign[NDRAIN - 1]);
+	r->after = list_max(cls);
+	r->count_after = list_count(cls);
+	for (int k = 0; k < NRUN; k++)
+		pa_free(p[k]);
+	pa_thread_cache_flush();
+	return NULL;
+}
+
+static void a_thread_that_drains_cuts_its_grown_lists(void **state)
+{
+	(void)state;
+	TU_EQ(PA_TC_DRAIN, 1024);
+	TU_EQ(central_batch(pa_size_to_class(16)), 32);
+	struct drain r;
+	r.foreign = pa_malloc(NDRAIN * sizeof(void *));
+	assert_non_null(r.foreign);
+	for (int k = 0; k < NDRAIN; k++) {
+		r.foreign[k] = pa_malloc(16);
+		assert_non_null(r.foreign[k]);
+	}
+	run_in_thread(drain_thread, &r);
+	pa_free(r.foreign);
+	TU_EQ(r.grown, 28); /* as in a_run_of_refills_grows_a_list_past_four_batches */
+	TU_EQ(r.before, 28);
+	TU_EQ(r.after, 16);
+	TU_EQ(r.count_after, 2); /* the 2 it held fit */
+}
+
 /* ---- spare span records ---------------------------------------------------- */
 
 #define HUGE_BYTES ((size_t)2 << 20) /* over a large slot's 1 MiB: retired at free */
@@ -1013,6 +1065,7 @@ int main(void)
 	    TU_TEST(a_run_of_refills_grows_a_list_past_four_batches),
 	    TU_TEST(past_its_allowance_a_list_stays_at_four_batches),
 	    TU_TEST(a_thread_that_frees_what_it_takes_keeps_four_batches),
+	    TU_TEST(a_thread_that_drains_cuts_its_grown_lists),
 	    TU_TEST(span_records_move_four_at_a_time),
 	    TU_TEST(span_records_are_64_bytes_up_to_128_objects),
 	    TU_TEST(large_objects_outlive_the_thread_that_counted_them),
