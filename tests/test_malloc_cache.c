@@ -46,6 +46,14 @@ static void run_in_thread(void *(*fn)(void *), void *arg)
 	assert_int_equal(pthread_join(t, NULL), 0);
 }
 
+/* run_in_thread with thread_cache_total set to total, then the default. */
+static void run_in_thread_at_total(const char *total, void *(*fn)(void *), void *arg)
+{
+	assert_int_equal(pa_config_set("thread_cache_total", total), 0);
+	run_in_thread(fn, arg);
+	assert_int_equal(pa_config_set("thread_cache_total", "16M"), 0);
+}
+
 /* ---- slow start ------------------------------------------------------------ */
 
 #define SS_MALLOCS 12
@@ -125,10 +133,8 @@ static void *share_thread(void *arg)
 static void over_its_allowance_a_cache_gives_back_at_the_eighth_slow_path(void **state)
 {
 	(void)state;
-	assert_int_equal(pa_config_set("thread_cache_total", "0"), 0);
 	struct share r;
-	run_in_thread(share_thread, &r);
-	assert_int_equal(pa_config_set("thread_cache_total", "16M"), 0);
+	run_in_thread_at_total("0", share_thread, &r);
 	TU_EQ(PA_TC_MIN_BUDGET, 32 << 10);
 	TU_EQ(r.after_large_free, LARGE_BYTES);
 	TU_EQ(r.after_seven_slow, LARGE_BYTES);
@@ -208,6 +214,19 @@ static uint32_t list_count(unsigned cls)
 	return cache_list_count(cache_self, cls);
 }
 
+/* NRUN mallocs of 4 KiB into p: a run of refills. */
+static void malloc_run(void **p)
+{
+	for (int k = 0; k < NRUN; k++)
+		p[k] = pa_malloc(PAGE_OBJ);
+}
+
+static void free_run(void **p)
+{
+	for (int k = 0; k < NRUN; k++)
+		pa_free(p[k]);
+}
+
 /* NRUN mallocs of 4 KiB, then their frees, then frees of NFOREIGN more
  * from another thread. */
 static void *grow_thread(void *arg)
@@ -215,13 +234,11 @@ static void *grow_thread(void *arg)
 	struct grow *r = arg;
 	unsigned cls = pa_size_to_class(PAGE_OBJ);
 	void *p[NRUN];
-	for (int k = 0; k < NRUN; k++)
-		p[k] = pa_malloc(PAGE_OBJ);
+	malloc_run(p);
 	r->max_after_run = list_max(cls);
 	r->count_after_run = list_count(cls);
 	r->swing_after_run = cache_self->swing[cls];
-	for (int k = 0; k < NRUN; k++)
-		pa_free(p[k]);
+	free_run(p);
 	r->max_after_frees = list_max(cls);
 	r->count_after_frees = list_count(cls);
 	for (int k = 0; k < NFOREIGN; k++)
@@ -268,12 +285,10 @@ static void *run_thread(void *arg)
 	struct grow *r = arg;
 	unsigned cls = pa_size_to_class(PAGE_OBJ);
 	void *p[NRUN];
-	for (int k = 0; k < NRUN; k++)
-		p[k] = pa_malloc(PAGE_OBJ);
+	malloc_run(p);
 	r->max_after_run = list_max(cls);
 	r->swing_after_run = cache_self->swing[cls];
-	for (int k = 0; k < NRUN; k++)
-		pa_free(p[k]);
+	free_run(p);
 	pa_thread_cache_flush();
 	return NULL;
 }
@@ -281,10 +296,8 @@ static void *run_thread(void *arg)
 static void past_its_allowance_a_list_stays_at_four_batches(void **state)
 {
 	(void)state;
-	assert_int_equal(pa_config_set("thread_cache_total", "0"), 0);
 	struct grow r;
-	run_in_thread(run_thread, &r);
-	assert_int_equal(pa_config_set("thread_cache_total", "16M"), 0);
+	run_in_thread_at_total("0", run_thread, &r);
 	TU_EQ(r.swing_after_run, 27); /* the run was long enough */
 	TU_EQ(r.max_after_run, 16);
 }
@@ -338,8 +351,7 @@ static void *drain_thread(void *arg)
 	struct drain *r = arg;
 	unsigned cls = pa_size_to_class(PAGE_OBJ);
 	void *p[NRUN];
-	for (int k = 0; k < NRUN; k++)
-		p[k] = pa_malloc(PAGE_OBJ);
+	malloc_run(p);
 	r->grown = list_max(cls);
 	for (int k = 0; k < NDRAIN - 1; k++)
 		pa_free(r->foreign[k]);
@@ -347,8 +359,7 @@ static void *drain_thread(void *arg)
 	pa_free(r->foreign[NDRAIN - 1]);
 	r->after = list_max(cls);
 	r->count_after = list_count(cls);
-	for (int k = 0; k < NRUN; k++)
-		pa_free(p[k]);
+	free_run(p);
 	pa_thread_cache_flush();
 	return NULL;
 }
