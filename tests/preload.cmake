@@ -111,4 +111,8 @@ endif()
 foreach(mode pkgconfig cmake preload)
 	pa_preload_test(install_${mode} bash ${PA_PT_DIR}/install_test.sh ${PROJECT_BINARY_DIR}
 		${mode})
+	# One at a time: `cmake --install` writes the build tree's pagealloc.pc
+	# with its prefix, and two installs to different prefixes at once (ctest
+	# -j2) left one reading the other's libdir.
+	set_tests_properties(install_${mode} PROPERTIES RESOURCE_LOCK pa_install_tree)
 endforeach()
