@@ -213,9 +213,8 @@ static size_t cache_held(const struct pa_tcache *tc)
 static void list_keep(struct pa_tcache *tc, unsigned cls, uint32_t keep, uint32_t max)
 {
 	uint32_t count = cache_list_count(tc, cls);
-	if (count > keep && keep == 0) {
-		central_give(cls, tc->head[cls], count, 0);
-		tc->head[cls] = NULL;
+	if (keep == 0) {
+		list_give_all(tc, cls);
 		count = 0;
 	} else if (count > keep) {
 		void **last = tc->head[cls];
