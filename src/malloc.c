@@ -325,6 +325,7 @@ static void __attribute__((noinline)) free_rest_of(struct pa_span *s, void *p)
 		cache_free_slow(s->cls, p);
 		errno = saved;
 	}
+	pages_background(); /* no allocator lock is held here */
 	/* After the allocator's last write to the block: from here on any
 	 * access to it is the program's, and memcheck reports it. */
 	if (vg_active())

@@ -229,19 +229,26 @@ void *pa_pages_alloc(size_t npages)
 	return p;
 }
 
-void pa_pages_free(void *p, size_t npages)
+/* Free pages without starting the scavenger (pages_free, pa_pages_free). */
+static void pages_free_quiet(void *p, size_t npages)
 {
-	if (p == NULL)
-		return;
 	struct pa_pageheap *h = default_heap_get();
 	enum pa_page_fault f = PA_PAGE_NOT_HEAP;
-	scav_ensure_started();
 	if (h != NULL && npages != 0 && npages < PA_CACHE_MAX_PAGES)
 		f = pagecache_free(&default_caches, (uintptr_t)p, npages);
 	else if (h != NULL)
 		f = pagecache_heap_free(&default_caches, (uintptr_t)p, npages);
 	if (f != PA_PAGE_OK)
 		pageheap_report_fault((uintptr_t)p, npages, f, NULL);
+}
+
+void pa_pages_free(void *p, size_t npages)
+{
+	if (p == NULL)
+		return;
+	if (default_heap_get() != NULL)
+		scav_ensure_started();
+	pages_free_quiet(p, npages);
 }
 
 int pa_stats(struct pa_stats *out)
@@ -355,9 +362,15 @@ uintptr_t pages_alloc_quiet(size_t npages)
 	return h != NULL ? pageheap_alloc(h, npages, NULL) : 0;
 }
 
+/* Not pa_pages_free: the malloc layer frees pages with a central lock held
+ * (a span's last object back, central.c), and a forked child's first call
+ * would start its scavenger there, whose pthread_create may allocate (a
+ * DTV, which the preload library serves) from the class of that lock. The
+ * thread starts at the next pages_background instead. */
 void pages_free(uintptr_t addr, size_t npages)
 {
-	pa_pages_free((void *)addr, npages);
+	if (addr != 0)
+		pages_free_quiet((void *)addr, npages);
 }
 
 int pages_release_zeroes(void)

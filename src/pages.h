@@ -36,7 +36,8 @@ uintptr_t pages_alloc_quiet(size_t npages);
 int pages_alloc_at(uintptr_t addr, size_t npages);
 
 /* Free a run that pages_alloc returned (or a sub-run of one). A bad range
- * aborts with the page heap's one-line message. */
+ * aborts with the page heap's one-line message. It never starts the
+ * scavenger thread (pages_background does), so it may run under a lock. */
 void pages_free(uintptr_t addr, size_t npages);
 
 /* 1 when released pages read as zero (release=dontneed), else 0. */

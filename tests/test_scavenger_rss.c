@@ -333,6 +333,8 @@ enum child_result {
 	CHILD_ALLOC_FAILED = 11,
 	CHILD_NOT_RESTARTED = 12,
 	CHILD_NOT_RELEASED = 13,
+	CHILD_NOT_RETIRED = 14,        /* the flush did not give the span's pages back */
+	CHILD_STARTED_UNDER_LOCK = 15, /* the scavenger started inside that flush */
 };
 
 static int child_main(void)
@@ -392,6 +394,62 @@ static void forked_child_restarts_its_scavenger_which_releases(void **state)
 	assert_int_equal(stats().scavenger_running, 1);
 }
 
+/* A span of the 3 KiB class: 3 heap pages, 8 objects (sizeclass_table.c). */
+#define LOCK_TEST_SIZE 3000u
+#define LOCK_TEST_SPAN_BYTES (3u * 8192u)
+
+/* The child's first heap call gives a span's last objects back, so that
+ * its pages go to the heap under the class's central lock. Starting the
+ * scavenger there (as pa_pages_free does) would be a self-deadlock waiting
+ * to happen: pthread_create may allocate (a DTV, when a dlopen'ed library
+ * added TLS; under the preload library, from us) from that very class. The
+ * start must wait for the next call that holds no lock. */
+static int child_flush_main(void)
+{
+	struct pa_stats s;
+	struct pa_malloc_stats m;
+	pa_stats(&s);
+	if (s.scavenger_running != 0)
+		return CHILD_THREAD_INHERITED;
+	pa_malloc_stats(&m);
+	size_t inuse0 = m.heap_inuse;
+	pa_thread_cache_flush();
+	pa_malloc_stats(&m);
+	if (inuse0 - m.heap_inuse != LOCK_TEST_SPAN_BYTES)
+		return CHILD_NOT_RETIRED;
+	pa_stats(&s);
+	if (s.scavenger_running != 0)
+		return CHILD_STARTED_UNDER_LOCK;
+	void *q = pa_malloc(LOCK_TEST_SIZE); /* the lists are empty: the slow path */
+	if (q == NULL)
+		return CHILD_ALLOC_FAILED;
+	pa_stats(&s);
+	pa_free(q);
+	return s.scavenger_running ? CHILD_OK : CHILD_NOT_RESTARTED;
+}
+
+static void forked_childs_scavenger_starts_outside_the_central_locks(void **state)
+{
+	(void)state;
+	set("scavenger", "on");
+	pa_thread_cache_flush();
+	/* A refill carves a new span of the class (no earlier test uses it);
+	 * the objects the free leaves in the thread list are all of it. */
+	void *p = pa_malloc(LOCK_TEST_SIZE);
+	assert_non_null(p);
+	pa_free(p);
+	assert_int_equal(stats().scavenger_running, 1);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(child_flush_main());
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), CHILD_OK);
+	pa_thread_cache_flush();
+}
+
 int main(void)
 {
 	/* Before the first pa_ call: the default heap reads it once. */
@@ -401,6 +459,7 @@ int main(void)
 	    cmocka_unit_test(scavenge_all_releases_every_free_page_and_empties_the_caches),
 	    cmocka_unit_test(memory_limit_bounds_resident_heap_memory_and_counts_overruns),
 	    cmocka_unit_test(forked_child_restarts_its_scavenger_which_releases),
+	    cmocka_unit_test(forked_childs_scavenger_starts_outside_the_central_locks),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
