@@ -337,6 +337,20 @@ enum child_result {
 	CHILD_STARTED_UNDER_LOCK = 15, /* the scavenger started inside that flush */
 };
 
+/* Fork, run body in the child, and return its exit status (the child must
+ * exit normally). */
+static int child_exit_code(int (*body)(void))
+{
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(body());
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
 static int child_main(void)
 {
 	struct pa_stats s;
@@ -382,14 +396,7 @@ static void forked_child_restarts_its_scavenger_which_releases(void **state)
 	 * memory the earlier tests freed higher up. */
 	pa_scavenge(0);
 
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0)
-		_exit(child_main());
-	int status = 0;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), CHILD_OK);
+	assert_int_equal(child_exit_code(child_main), CHILD_OK);
 	/* The parent's thread is unaffected. */
 	assert_int_equal(stats().scavenger_running, 1);
 }
@@ -439,14 +446,7 @@ static void forked_childs_scavenger_starts_outside_the_central_locks(void **stat
 	assert_non_null(p);
 	pa_free(p);
 	assert_int_equal(stats().scavenger_running, 1);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0)
-		_exit(child_flush_main());
-	int status = 0;
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), CHILD_OK);
+	assert_int_equal(child_exit_code(child_flush_main), CHILD_OK);
 	pa_thread_cache_flush();
 }
 
