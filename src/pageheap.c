@@ -447,7 +447,7 @@ static void stamp_free(struct pa_pageheap *h, size_t sc, size_t ec)
 		__atomic_store_n(&chunk_at(h, c)->free_stamp, stamp, __ATOMIC_RELAXED);
 	if (ec + 1 > h->scav_ci)
 		__atomic_store_n(&h->scav_ci, ec + 1, __ATOMIC_RELAXED);
-	h->free_count++;
+	__atomic_store_n(&h->free_count, h->free_count + 1, __ATOMIC_RELAXED);
 }
 
 /* ---- growth ------------------------------------------------------------- */
@@ -564,7 +564,8 @@ static int grow_from_os(struct pa_pageheap *h, size_t npages)
 			uintptr_t tail = h->arena_end - h->arena_next;
 			if (tail != 0 && os_commit((void *)h->arena_next, tail) == 0 &&
 			    pageheap_grow_range_locked(h, h->arena_next, tail / PA_PAGE_SIZE) == 0)
-				h->grow_count++;
+				__atomic_store_n(&h->grow_count, h->grow_count + 1,
+				                 __ATOMIC_RELAXED);
 			h->arena_next = p;
 		}
 		h->arena_end = p + size;
@@ -574,7 +575,7 @@ static int grow_from_os(struct pa_pageheap *h, size_t npages)
 	    pageheap_grow_range_locked(h, base, need / PA_PAGE_SIZE) != 0)
 		goto fail;
 	h->arena_next += need;
-	h->grow_count++;
+	__atomic_store_n(&h->grow_count, h->grow_count + 1, __ATOMIC_RELAXED);
 	return 0;
 fail:
 	h->grow_failures++;

@@ -108,10 +108,11 @@ struct pa_pageheap {
 	size_t inuse_pages;              /* alloc bits set */
 	size_t scav_pages;               /* scav bits set (free and released) */
 	size_t reserved_bytes;           /* OS address space reserved for heap pages */
-	uint64_t grow_count;             /* successful growths */
+	uint64_t grow_count;             /* successful growths (atomic stores, as free_count) */
 	uint64_t grow_failures;          /* growths the OS refused */
 	size_t releasing_pages;          /* taken by the scavenger while it releases them */
-	uint64_t free_count;             /* frees that stamped chunks (scavenger bookkeeping) */
+	uint64_t free_count;             /* frees that stamped chunks (scavenger bookkeeping;
+	                                  * atomic stores: pages.c reads it unlocked) */
 
 	/* Scavenger coupling; atomics, so it can look without the lock. */
 	size_t scav_ci;                 /* no chunk at or above this index needs scavenging */

@@ -31,7 +31,21 @@ static struct pa_pagecache_set default_caches;
 static struct pa_scavenger default_scav;
 /* 1 when the scavenger thread should be (re)started on the next heap call. */
 static int scav_wanted;
-static int default_state; /* HEAP_*; written under init_lock, read with acquire */
+/*
+ * The malloc layer starts the thread lazily: armed when the heap is built
+ * (and again in a forked child), it is wanted once the heap has work for it,
+ * pages given back to the heap (its free_count moved) or a growth past the
+ * ones allowed (the first, when built; none in a child). Until then there is
+ * nothing resident and free beyond what the per-CPU caches hold, and a short
+ * program, or a forked child that execs, does not pay for the thread: a
+ * stack, a TLS block, the libc code it runs (~130 KiB of RSS in a program
+ * that mallocs once) and ~80 us of start and join. The page API and
+ * pa_config_set still start it at once.
+ */
+static int scav_armed;       /* 1: wanted when the heap has work */
+static uint64_t armed_frees; /* the heap's free_count when armed */
+static uint64_t armed_grows; /* its grow_count past which it has work */
+static int default_state;    /* HEAP_*; written under init_lock, read with acquire */
 static pa_lock init_lock = PA_LOCK_INIT;
 
 static void scav_config_from_conf(struct pa_scav_config *c)
@@ -45,6 +59,23 @@ static void scav_config_from_conf(struct pa_scav_config *c)
 	    (unsigned)__atomic_load_n(&pa_conf.scavenge_burst_percent, __ATOMIC_RELAXED);
 }
 
+/* Arm the lazy start; allowed_grows: growths that do not count as work.
+ * Single-threaded (the build under init_lock, a forked child) or racing
+ * only with pages_background's reads, which the release store orders. */
+static void scav_arm(uint64_t allowed_grows)
+{
+	armed_frees = __atomic_load_n(&default_heap.free_count, __ATOMIC_RELAXED);
+	armed_grows = __atomic_load_n(&default_heap.grow_count, __ATOMIC_RELAXED) + allowed_grows;
+	__atomic_store_n(&scav_armed, default_scav.conf.enabled, __ATOMIC_RELEASE);
+}
+
+/* Disarm and want the thread: it starts at the next scav_ensure_started. */
+static void scav_want(void)
+{
+	if (__atomic_exchange_n(&scav_armed, 0, __ATOMIC_ACQ_REL))
+		__atomic_store_n(&scav_wanted, 1, __ATOMIC_RELAXED);
+}
+
 /* pa_config_set after the build: hand scavenger keys to the live scavenger. */
 static void apply_live_config(void)
 {
@@ -53,10 +84,12 @@ static void apply_live_config(void)
 	struct pa_scav_config c;
 	scav_config_from_conf(&c);
 	scav_configure(&default_scav, &c);
-	if (c.enabled)
+	if (c.enabled) {
+		__atomic_store_n(&scav_armed, 0, __ATOMIC_RELAXED);
 		__atomic_store_n(&scav_wanted, 1, __ATOMIC_RELAXED);
-	else
+	} else {
 		scav_stop(&default_scav);
+	}
 }
 
 /* fork(): no allocator lock may be held by a thread that will not exist in
@@ -114,7 +147,8 @@ static void fork_child(void)
 		lock_init(&default_heap.lock);
 		pagecache_after_fork_child(&default_caches);
 		scav_after_fork_child(&default_scav);
-		__atomic_store_n(&scav_wanted, default_scav.conf.enabled, __ATOMIC_RELAXED);
+		__atomic_store_n(&scav_wanted, 0, __ATOMIC_RELAXED);
+		scav_arm(0);
 		if (hook_child != NULL)
 			hook_child();
 	}
@@ -180,7 +214,7 @@ static struct pa_pageheap *default_heap_build(void)
 	lock_release(&init_lock);
 	if (built_here) {
 		config_on_change = apply_live_config;
-		__atomic_store_n(&scav_wanted, default_scav.conf.enabled, __ATOMIC_RELAXED);
+		scav_arm(1);
 	}
 	return default_state == HEAP_READY ? &default_heap : NULL;
 }
@@ -219,6 +253,7 @@ void *pa_pages_alloc(size_t npages)
 		errno = ENOMEM;
 		return NULL;
 	}
+	scav_want(); /* a page API user gets the thread at once */
 	scav_ensure_started();
 	void *p = npages < PA_CACHE_MAX_PAGES
 	              ? (void *)pagecache_alloc(&default_caches, npages, NULL)
@@ -246,8 +281,10 @@ void pa_pages_free(void *p, size_t npages)
 {
 	if (p == NULL)
 		return;
-	if (default_heap_get() != NULL)
+	if (default_heap_get() != NULL) {
+		scav_want();
 		scav_ensure_started();
+	}
 	pages_free_quiet(p, npages);
 }
 
@@ -352,8 +389,13 @@ int pages_alloc_at(uintptr_t addr, size_t npages)
 
 void pages_background(void)
 {
-	if (__atomic_load_n(&default_state, __ATOMIC_ACQUIRE) == HEAP_READY)
-		scav_ensure_started();
+	if (__atomic_load_n(&default_state, __ATOMIC_ACQUIRE) != HEAP_READY)
+		return;
+	if (__builtin_expect(__atomic_load_n(&scav_armed, __ATOMIC_ACQUIRE), 0) &&
+	    (__atomic_load_n(&default_heap.free_count, __ATOMIC_RELAXED) != armed_frees ||
+	     __atomic_load_n(&default_heap.grow_count, __ATOMIC_RELAXED) > armed_grows))
+		scav_want();
+	scav_ensure_started();
 }
 
 uintptr_t pages_alloc_quiet(size_t npages)

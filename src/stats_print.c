@@ -372,7 +372,12 @@ static void print_pages(struct out *o, const struct pa_stats *s, uint64_t lifeti
 
 	out_str(o, "scavenger\n");
 	out_row(o, "thread");
-	out_str(o, s->scavenger_running ? "running\n" : "not running\n");
+	if (s->scavenger_running)
+		out_str(o, "running\n");
+	else if (__atomic_load_n(&pa_conf.scavenger, __ATOMIC_RELAXED))
+		out_str(o, "not started: no page has gone back to the heap, which has not grown\n");
+	else
+		out_str(o, "off\n");
 	out_row(o, "released");
 	out_mib(o, s->released_total);
 	out_str(o, " over the process's life, in ");

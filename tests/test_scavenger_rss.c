@@ -335,6 +335,8 @@ enum child_result {
 	CHILD_NOT_RELEASED = 13,
 	CHILD_NOT_RETIRED = 14,        /* the flush did not give the span's pages back */
 	CHILD_STARTED_UNDER_LOCK = 15, /* the scavenger started inside that flush */
+	CHILD_STARTED_IDLE = 16,       /* it started with no work: no page back to the heap */
+	CHILD_NOT_GROWN = 17,          /* the big block did not grow the heap */
 };
 
 /* Fork, run body in the child, and return its exit status (the child must
@@ -405,18 +407,39 @@ static void forked_child_restarts_its_scavenger_which_releases(void **state)
 #define LOCK_TEST_SIZE 3000u
 #define LOCK_TEST_SPAN_BYTES (3u * 8192u)
 
-/* The child's first heap call gives a span's last objects back, so that
- * its pages go to the heap under the class's central lock. Starting the
- * scavenger there (as pa_pages_free does) would be a self-deadlock waiting
- * to happen: pthread_create may allocate (a DTV, when a dlopen'ed library
- * added TLS; under the preload library, from us) from that very class. The
- * start must wait for the next call that holds no lock. */
-static int child_flush_main(void)
+/* A malloc in a class whose thread list is empty: one that takes the
+ * slow path, where a wanted scavenger starts. */
+static int malloc_slow_path(size_t size)
+{
+	void *q = pa_malloc(size);
+	if (q == NULL)
+		return -1;
+	pa_free(q);
+	return 0;
+}
+
+static int scavenger_running(void)
 {
 	struct pa_stats s;
-	struct pa_malloc_stats m;
 	pa_stats(&s);
-	if (s.scavenger_running != 0)
+	return s.scavenger_running;
+}
+
+/*
+ * The child's first heap call gives a span's last objects back, so that
+ * its pages are freed under the class's central lock. Starting the
+ * scavenger there (as pa_pages_free does) would be a self-deadlock waiting
+ * to happen: pthread_create may allocate (a DTV, when a dlopen'ed library
+ * added TLS; under the preload library, from us) from that very class.
+ * Nor does a forked child start it without work (it may be about to exec):
+ * the span's 3 pages stay in a per-CPU page cache, and a malloc's slow path
+ * leaves the thread unstarted. Once pages reach the heap (the per-CPU caches
+ * flushed), the next slow path, which holds no lock, starts it.
+ */
+static int child_flush_main(void)
+{
+	struct pa_malloc_stats m;
+	if (scavenger_running())
 		return CHILD_THREAD_INHERITED;
 	pa_malloc_stats(&m);
 	size_t inuse0 = m.heap_inuse;
@@ -424,22 +447,24 @@ static int child_flush_main(void)
 	pa_malloc_stats(&m);
 	if (inuse0 - m.heap_inuse != LOCK_TEST_SPAN_BYTES)
 		return CHILD_NOT_RETIRED;
-	pa_stats(&s);
-	if (s.scavenger_running != 0)
+	if (scavenger_running())
 		return CHILD_STARTED_UNDER_LOCK;
-	void *q = pa_malloc(LOCK_TEST_SIZE); /* the lists are empty: the slow path */
-	if (q == NULL)
+	if (malloc_slow_path(LOCK_TEST_SIZE) != 0)
 		return CHILD_ALLOC_FAILED;
-	pa_stats(&s);
-	pa_free(q);
-	return s.scavenger_running ? CHILD_OK : CHILD_NOT_RESTARTED;
+	if (scavenger_running())
+		return CHILD_STARTED_IDLE;
+	pa_cache_flush();                /* the span's pages go back to the heap */
+	if (malloc_slow_path(5000) != 0) /* another class: its list is empty too */
+		return CHILD_ALLOC_FAILED;
+	return scavenger_running() ? CHILD_OK : CHILD_NOT_RESTARTED;
 }
 
-static void forked_childs_scavenger_starts_outside_the_central_locks(void **state)
+static void forked_childs_scavenger_starts_outside_the_locks_once_it_has_work(void **state)
 {
 	(void)state;
 	set("scavenger", "on");
 	pa_thread_cache_flush();
+	pa_cache_flush();
 	/* A refill carves a new span of the class (no earlier test uses it);
 	 * the objects the free leaves in the thread list are all of it. */
 	void *p = pa_malloc(LOCK_TEST_SIZE);
@@ -448,6 +473,41 @@ static void forked_childs_scavenger_starts_outside_the_central_locks(void **stat
 	assert_int_equal(stats().scavenger_running, 1);
 	assert_int_equal(child_exit_code(child_flush_main), CHILD_OK);
 	pa_thread_cache_flush();
+}
+
+/* A child whose heap grows has work for the scavenger too: the block larger
+ * than every free run grows the heap (the malloc's slow path checks before
+ * growing, so the thread is not started yet), and the next slow path
+ * starts it. */
+static int child_grow_main(void)
+{
+	struct pa_stats s;
+	if (scavenger_running())
+		return CHILD_THREAD_INHERITED;
+	pa_stats(&s);
+	uint64_t grows0 = s.grow_count;
+	void *big = pa_malloc(s.heap_free + 8 * MiB);
+	if (big == NULL)
+		return CHILD_ALLOC_FAILED;
+	pa_stats(&s);
+	if (s.grow_count == grows0)
+		return CHILD_NOT_GROWN;
+	if (s.scavenger_running)
+		return CHILD_STARTED_IDLE;
+	if (malloc_slow_path(7000) != 0)
+		return CHILD_ALLOC_FAILED;
+	int running = scavenger_running();
+	pa_free(big);
+	return running ? CHILD_OK : CHILD_NOT_RESTARTED;
+}
+
+static void forked_childs_scavenger_starts_when_its_heap_grows(void **state)
+{
+	(void)state;
+	set("scavenger", "on");
+	pa_thread_cache_flush();
+	assert_int_equal(stats().scavenger_running, 1);
+	assert_int_equal(child_exit_code(child_grow_main), CHILD_OK);
 }
 
 int main(void)
@@ -459,7 +519,8 @@ int main(void)
 	    cmocka_unit_test(scavenge_all_releases_every_free_page_and_empties_the_caches),
 	    cmocka_unit_test(memory_limit_bounds_resident_heap_memory_and_counts_overruns),
 	    cmocka_unit_test(forked_child_restarts_its_scavenger_which_releases),
-	    cmocka_unit_test(forked_childs_scavenger_starts_outside_the_central_locks),
+	    cmocka_unit_test(forked_childs_scavenger_starts_outside_the_locks_once_it_has_work),
+	    cmocka_unit_test(forked_childs_scavenger_starts_when_its_heap_grows),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,7 +8,8 @@
 #  - --stats-file DIR/%p over a bash pipeline: a report per process in DIR;
 #  - CMD's exit status comes back (3), and a death by SIGTERM as 143;
 #  - --thread-cache-total: the report shows the share it sets;
-#  - --quiet: no report.
+#  - --quiet: no report;
+#  - the scavenger thread runs for sort, and is not started for seq 1 3.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=common.sh
@@ -29,6 +30,17 @@ expect_same "$tmp/ref" "$tmp/out" "pagealloc run -- sort"
 mkdir "$tmp/one"
 cp "$tmp/err" "$tmp/one/report"
 stats_check "$tmp/one" sort
+
+# The scavenger thread starts once its heap has work (docs/design.md, *The
+# scavenger's lazy start*): sort's heap grows and gives pages back; seq 1 3
+# does neither, and its report says the thread was not started.
+grep -q '^  thread  *running' "$tmp/err" ||
+	fail "sort: the scavenger did not start: $(grep '^  thread ' "$tmp/err")"
+mkdir "$tmp/seq"
+"$pagealloc" run --stats-file "$tmp/seq/%p" -- seq 1 3 >/dev/null 2>&1 ||
+	fail "pagealloc run -- seq 1 3 exited with $?"
+grep -q '^  thread  *not started' "$tmp"/seq/* ||
+	fail "seq 1 3: the scavenger started: $(grep -h '^  thread ' "$tmp"/seq/*)"
 
 mkdir "$tmp/stats"
 out=$("$pagealloc" run --stats-file "$tmp/stats/%p" -- \
