@@ -75,7 +75,9 @@ struct pa_stats {
 	uint64_t cache_refills; /* groups of 64 pages taken from the heap */
 	uint64_t cache_drains;  /* batches of queued frees given back */
 	/* The scavenger: giving free pages back to the OS. */
-	int scavenger_running;     /* the background thread is alive */
+	int scavenger_running;     /* the background thread is alive (malloc starts it once
+	                            * pages first go back to the heap or the heap grows a
+	                            * second time; pa_pages_alloc and pa_pages_free at once) */
 	uint64_t released_total;   /* bytes released over the process's life */
 	uint64_t release_calls;    /* madvise calls that did it */
 	uint64_t scavenger_cpu_ns; /* CPU time the background thread used */
@@ -112,7 +114,8 @@ PA_API size_t pa_scavenge(size_t bytes);
  *                     per-CPU page caches for runs of 1-15 pages (default on:
  *                     restartable sequences where the kernel and glibc offer
  *                     them, else per-CPU locks; `locked` forces the latter)
- *   scavenger=on|off  background thread returning free memory (default on)
+ *   scavenger=on|off  background thread returning free memory (default on;
+ *                     started when the heap first has work for it)
  *   scavenge_percent=N  its CPU budget in % of one core, 1..100 (default 1)
  *   release=dontneed|free  madvise used to release (default dontneed: RSS
  *                     drops at once; free: the kernel reclaims lazily)
