@@ -35,9 +35,10 @@ static int scav_wanted;
  * The malloc layer starts the thread lazily: armed when the heap is built
  * (and again in a forked child), it is wanted once the heap has work for it,
  * pages given back to the heap (its free_count moved) or a growth past the
- * ones allowed (the first, when built; none in a child). Until then there is
- * nothing resident and free beyond what the per-CPU caches hold, and a short
- * program, or a forked child that execs, does not pay for the thread: a
+ * ones allowed (the first, when built; none in a child). Until then no page
+ * has gone back to the heap, so the thread would find nothing there to
+ * release, and a short program, or a forked child that execs, does not pay
+ * for it: a
  * stack, a TLS block, the libc code it runs (~130 KiB of RSS in a program
  * that mallocs once) and ~80 us of start and join. The page API and
  * pa_config_set still start it at once.
