@@ -38,9 +38,8 @@ static int scav_wanted;
  * ones allowed (the first, when built; none in a child). Until then no page
  * has gone back to the heap, so the thread would find nothing there to
  * release, and a short program, or a forked child that execs, does not pay
- * for it: a
- * stack, a TLS block, the libc code it runs (~130 KiB of RSS in a program
- * that mallocs once) and ~80 us of start and join. The page API and
+ * for it: a stack, a TLS block, the libc code it runs (~130 KiB of RSS in a
+ * program that mallocs once) and ~80 us of start and join. The page API and
  * pa_config_set still start it at once.
  */
 static int scav_armed;       /* 1: wanted when the heap has work */
