@@ -31,7 +31,8 @@ void scav_init(struct pa_scavenger *s, struct pa_pageheap *heap, struct pa_pagec
 	memset(s, 0, sizeof(*s));
 	s->heap = heap;
 	s->caches = caches;
-	s->hp_pages = (unsigned)(os_thp_bytes() / PA_PAGE_SIZE);
+	/* hp_pages stays 0 until the thread, its only reader, reads it: a short
+	 * program never opens the sysfs files. */
 	lock_init(&s->release_lock);
 	heap->on_pressure = on_pressure;
 	heap->pressure_arg = s;
@@ -223,6 +224,7 @@ static void *scav_main(void *arg)
 	struct pa_scavenger *s = arg;
 	struct pa_pageheap *h = s->heap;
 	os_block_signals();
+	s->hp_pages = (unsigned)(os_thp_bytes() / PA_PAGE_SIZE);
 	uint64_t t0 = os_now_ns(), cpu_prev = os_thread_cpu_ns();
 	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
 		uint32_t wake = __atomic_load_n(&s->wake, __ATOMIC_RELAXED);

@@ -44,7 +44,8 @@ struct pa_scav_config {
 struct pa_scavenger {
 	struct pa_pageheap *heap;
 	struct pa_pagecache_set *caches; /* may be NULL */
-	unsigned hp_pages;               /* huge page in heap pages (0: THP not in use) */
+	unsigned hp_pages;               /* huge page in heap pages (0: THP not in use); set
+	                                  * by the thread when it starts (its only reader) */
 	pa_lock release_lock;            /* one releaser at a time (thread, limit, explicit) */
 
 	/* Configuration: read with atomics each step, so it may change live. */
