@@ -41,9 +41,21 @@ build build-tsan -DPA_SANITIZE=thread -DPA_BUILD_BENCH=OFF
 	ctest --output-on-failure -j2 -R 'concurrent|thread' --no-tests=ignore)
 
 step "valgrind memcheck: build/pa-demo, the malloc API test"
-valgrind --quiet --error-exitcode=1 --leak-check=full build/pa-demo >/dev/null
+# Each program's output (and valgrind's) goes to a log, shown when it fails.
+memcheck() {
+	local log
+	log=$(mktemp)
+	if ! valgrind --quiet --error-exitcode=1 --leak-check=full "$@" >"$log" 2>&1; then
+		echo "FAILED under valgrind: $*" >&2
+		tail -n 80 "$log" >&2
+		rm -f "$log"
+		return 1
+	fi
+	rm -f "$log"
+}
+memcheck build/pa-demo
 for t in test_malloc_api; do
-	valgrind --quiet --error-exitcode=1 --leak-check=full "build/$t" >/dev/null
+	memcheck "build/$t"
 done
 
 step "side-by-side smoke run: tools/compare.sh --quick (the runner, not timings)"
