@@ -66,13 +66,17 @@ static void scav_arm(uint64_t allowed_grows)
 {
 	armed_frees = __atomic_load_n(&default_heap.free_count, __ATOMIC_RELAXED);
 	armed_grows = __atomic_load_n(&default_heap.grow_count, __ATOMIC_RELAXED) + allowed_grows;
-	__atomic_store_n(&scav_armed, default_scav.conf.enabled, __ATOMIC_RELEASE);
+	__atomic_store_n(&scav_armed, __atomic_load_n(&default_scav.conf.enabled, __ATOMIC_RELAXED),
+	                 __ATOMIC_RELEASE);
 }
 
-/* Disarm and want the thread: it starts at the next scav_ensure_started. */
+/* Disarm and want the thread: it starts at the next scav_ensure_started.
+ * A load first: once disarmed, the page API's every call writes nothing
+ * shared. */
 static void scav_want(void)
 {
-	if (__atomic_exchange_n(&scav_armed, 0, __ATOMIC_ACQ_REL))
+	if (__atomic_load_n(&scav_armed, __ATOMIC_RELAXED) &&
+	    __atomic_exchange_n(&scav_armed, 0, __ATOMIC_ACQ_REL))
 		__atomic_store_n(&scav_wanted, 1, __ATOMIC_RELAXED);
 }
 
@@ -264,10 +268,10 @@ void *pa_pages_alloc(size_t npages)
 	return p;
 }
 
-/* Free pages without starting the scavenger (pages_free, pa_pages_free). */
-static void pages_free_quiet(void *p, size_t npages)
+/* Free pages to heap h (NULL: none could be built) without starting the
+ * scavenger (pages_free, pa_pages_free). */
+static void pages_free_quiet(struct pa_pageheap *h, void *p, size_t npages)
 {
-	struct pa_pageheap *h = default_heap_get();
 	enum pa_page_fault f = PA_PAGE_NOT_HEAP;
 	if (h != NULL && npages != 0 && npages < PA_CACHE_MAX_PAGES)
 		f = pagecache_free(&default_caches, (uintptr_t)p, npages);
@@ -281,11 +285,12 @@ void pa_pages_free(void *p, size_t npages)
 {
 	if (p == NULL)
 		return;
-	if (default_heap_get() != NULL) {
+	struct pa_pageheap *h = default_heap_get();
+	if (h != NULL) {
 		scav_want();
 		scav_ensure_started();
 	}
-	pages_free_quiet(p, npages);
+	pages_free_quiet(h, p, npages);
 }
 
 int pa_stats(struct pa_stats *out)
@@ -412,7 +417,7 @@ uintptr_t pages_alloc_quiet(size_t npages)
 void pages_free(uintptr_t addr, size_t npages)
 {
 	if (addr != 0)
-		pages_free_quiet((void *)addr, npages);
+		pages_free_quiet(default_heap_get(), (void *)addr, npages);
 }
 
 int pages_release_zeroes(void)
