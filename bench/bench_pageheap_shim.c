@@ -107,7 +107,7 @@ size_t bph_inuse_pages(struct pa_pageheap *h)
 }
 uintptr_t bph_hint(struct pa_pageheap *h)
 {
-	return h->hint;
+	return pageheap_hint(h);
 }
 
 uint64_t bph_fingerprint(struct pa_pageheap *h)
@@ -115,14 +115,14 @@ uint64_t bph_fingerprint(struct pa_pageheap *h)
 	uint64_t x = 0xcbf29ce484222325u; /* FNV-1a over 64-bit words */
 	lock_acquire(&h->lock);
 	for (size_t r = 0; r < h->ranges.n; r++) {
-		for (uintptr_t a = h->ranges.v[r].base; a < h->ranges.v[r].limit;
+		for (uintptr_t a = range_base(&h->ranges.v[r]); a < range_limit(&h->ranges.v[r]);
 		     a += PA_CHUNK_SIZE) {
 			const struct pa_chunk *c = pageheap_chunk(h, a);
 			for (unsigned w = 0; w < PA_CHUNK_WORDS; w++)
 				x = (x ^ c->alloc[w]) * 0x100000001b3u;
 		}
 	}
-	x = (x ^ h->hint) * 0x100000001b3u;
+	x = (x ^ pageheap_hint(h)) * 0x100000001b3u;
 	x = (x ^ h->inuse_pages) * 0x100000001b3u;
 	lock_release(&h->lock);
 	return x;

@@ -58,6 +58,24 @@
 #define PA_ALIGN_UP(x, a) (((x) + (a)-1) & ~((uintptr_t)(a)-1))
 #define PA_ALIGN_DOWN(x, a) ((x) & ~((uintptr_t)(a)-1))
 
+/*
+ * Heap addresses that the allocator keeps in its own metadata (the page
+ * heap's hint and range lists, span records) are stored negated. memcheck's
+ * leak check reads every word of that metadata as a possible pointer, and a
+ * plain address of the page that starts a user's block would make a leaked
+ * block look "still reachable". Minus a user-space address is a kernel-half
+ * address, which no block has; minus 0 is 0, so zero still means "none".
+ */
+static inline uintptr_t pa_addr_hide(uintptr_t a)
+{
+	return -a;
+}
+
+static inline uintptr_t pa_addr_show(uintptr_t hidden)
+{
+	return -hidden;
+}
+
 _Static_assert(PA_SUM_L0_BITS == 14, "level 0 holds 16384 entries");
 _Static_assert(PA_LEVEL_SHIFT(0) == 34, "a level-0 entry covers 16 GiB");
 _Static_assert(PA_SUM_MAX_PAGES == 1u << 21, "summary fields are 21 bits");

@@ -78,6 +78,27 @@ static _Noreturn void corrupt(const char *what, unsigned level, size_t index, si
 	os_abort();
 }
 
+/* ---- the hint ---------------------------------------------------------- */
+
+static void hint_set(struct pa_pageheap *h, uintptr_t addr)
+{
+	h->hidden_hint = pa_addr_hide(addr);
+}
+
+/* Pages at addr became free: the hint may not stay above them. */
+static void hint_lower(struct pa_pageheap *h, uintptr_t addr)
+{
+	if (addr < pageheap_hint(h))
+		hint_set(h, addr);
+}
+
+/* Nothing below addr is free (any more). */
+static void hint_raise(struct pa_pageheap *h, uintptr_t addr)
+{
+	if (addr > pageheap_hint(h))
+		hint_set(h, addr);
+}
+
 /* ---- address ranges ---------------------------------------------------- */
 
 static int range_list_reserve(struct pa_range_list *rl, size_t need)
@@ -104,7 +125,7 @@ static size_t range_list_search(const struct pa_range_list *rl, uintptr_t addr)
 	size_t lo = 0, hi = rl->n;
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (rl->v[mid].limit <= addr)
+		if (range_limit(&rl->v[mid]) <= addr)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -116,22 +137,22 @@ static size_t range_list_search(const struct pa_range_list *rl, uintptr_t addr)
 static int range_list_add(struct pa_range_list *rl, uintptr_t base, uintptr_t limit)
 {
 	size_t i = range_list_search(rl, base);
-	int join_lo = i > 0 && rl->v[i - 1].limit == base;
-	int join_hi = i < rl->n && rl->v[i].base == limit;
+	int join_lo = i > 0 && range_limit(&rl->v[i - 1]) == base;
+	int join_hi = i < rl->n && range_base(&rl->v[i]) == limit;
 	if (join_lo && join_hi) {
-		rl->v[i - 1].limit = rl->v[i].limit;
+		range_set_limit(&rl->v[i - 1], range_limit(&rl->v[i]));
 		memmove(&rl->v[i], &rl->v[i + 1], (rl->n - i - 1) * sizeof(rl->v[0]));
 		rl->n--;
 	} else if (join_lo) {
-		rl->v[i - 1].limit = limit;
+		range_set_limit(&rl->v[i - 1], limit);
 	} else if (join_hi) {
-		rl->v[i].base = base;
+		range_set_base(&rl->v[i], base);
 	} else {
 		if (range_list_reserve(rl, rl->n + 1) != 0)
 			return -1;
 		memmove(&rl->v[i + 1], &rl->v[i], (rl->n - i) * sizeof(rl->v[0]));
-		rl->v[i].base = base;
-		rl->v[i].limit = limit;
+		range_set_base(&rl->v[i], base);
+		range_set_limit(&rl->v[i], limit);
 		rl->n++;
 	}
 	return 0;
@@ -140,7 +161,7 @@ static int range_list_add(struct pa_range_list *rl, uintptr_t base, uintptr_t li
 int pageheap_contains_locked(const struct pa_pageheap *h, uintptr_t addr)
 {
 	size_t i = range_list_search(&h->ranges, addr);
-	return i < h->ranges.n && h->ranges.v[i].base <= addr;
+	return i < h->ranges.n && range_base(&h->ranges.v[i]) <= addr;
 }
 
 /* The lowest heap address >= addr, or limit_hint if there is none. */
@@ -149,7 +170,7 @@ static uintptr_t heap_addr_at_or_above(const struct pa_pageheap *h, uintptr_t ad
 	size_t i = range_list_search(&h->ranges, addr);
 	if (i == h->ranges.n)
 		return h->limit_hint;
-	return addr > h->ranges.v[i].base ? addr : h->ranges.v[i].base;
+	return addr > range_base(&h->ranges.v[i]) ? addr : range_base(&h->ranges.v[i]);
 }
 
 /* ---- init and destroy -------------------------------------------------- */
@@ -245,14 +266,15 @@ int pageheap_init(struct pa_pageheap *h, const struct pa_pageheap_opts *opts)
 		}
 		h->window_fallback = 1;
 	}
-	h->hint = h->limit_hint;
+	hint_set(h, h->limit_hint);
 	return 0;
 }
 
 void pageheap_destroy(struct pa_pageheap *h)
 {
 	for (size_t i = 0; i < h->arenas.n; i++)
-		os_unmap((void *)h->arenas.v[i].base, h->arenas.v[i].limit - h->arenas.v[i].base);
+		os_unmap((void *)range_base(&h->arenas.v[i]),
+		         range_limit(&h->arenas.v[i]) - range_base(&h->arenas.v[i]));
 	for (size_t i = 0; i < h->chunks_l1_len; i++)
 		os_unmap(h->chunks[i], PA_CHUNK_L2_COUNT * sizeof(struct pa_chunk));
 	os_unmap(h->chunks,
@@ -462,7 +484,7 @@ int pageheap_grow_range_locked(struct pa_pageheap *h, uintptr_t base, size_t npa
 		return -1;
 	}
 	size_t i = range_list_search(&h->ranges, base);
-	if (i < h->ranges.n && h->ranges.v[i].base < limit) {
+	if (i < h->ranges.n && range_base(&h->ranges.v[i]) < limit) {
 		errno = EINVAL; /* overlaps the heap */
 		return -1;
 	}
@@ -493,8 +515,7 @@ int pageheap_grow_range_locked(struct pa_pageheap *h, uintptr_t base, size_t npa
 		__atomic_store_n(&h->end_ci, ec + 1, __ATOMIC_RELEASE);
 	h->mapped_pages += npages;
 	h->scav_pages += npages;
-	if (base < h->hint)
-		h->hint = base;
+	hint_lower(h, base);
 	update(h, base, npages, 0, 0);
 	return 0;
 nomem:
@@ -607,7 +628,7 @@ static void found_free(struct first_free *ff, uintptr_t off, uintptr_t size)
 static uintptr_t find(struct pa_pageheap *h, size_t npages, uintptr_t *new_hint)
 {
 	struct first_free ff = {0, ~(uintptr_t)0};
-	uintptr_t hint_off = off_of(h, h->hint);
+	uintptr_t hint_off = off_of(h, pageheap_hint(h));
 	/* The root scan stops at the heap's last level-0 entry. */
 	size_t root_len = ((h->end_ci - 1) >> ((PA_SUM_LEVELS - 1) * PA_SUM_LEVEL_BITS)) + 1;
 	size_t parent = 0;
@@ -708,10 +729,10 @@ uintptr_t pageheap_alloc_locked(struct pa_pageheap *h, size_t npages, size_t *sc
 	}
 	for (;;) {
 		uintptr_t addr = 0, new_hint = 0;
-		if (chunk_index(h, h->hint) < h->end_ci) {
+		if (chunk_index(h, pageheap_hint(h)) < h->end_ci) {
 			/* Fast path: the run may be in the hint's own chunk. */
-			size_t ci = chunk_index(h, h->hint);
-			unsigned pi = page_in_chunk(h->hint);
+			size_t ci = chunk_index(h, pageheap_hint(h));
+			unsigned pi = page_in_chunk(pageheap_hint(h));
 			if (PA_CHUNK_PAGES - pi >= npages &&
 			    sum_max(h->sum[PA_SUM_LEVELS - 1][ci]) >= npages) {
 				unsigned first_free;
@@ -733,13 +754,12 @@ uintptr_t pageheap_alloc_locked(struct pa_pageheap *h, size_t npages, size_t *sc
 			size_t s = pageheap_alloc_range_locked(h, addr, npages);
 			if (scav != NULL)
 				*scav = s;
-			if (new_hint > h->hint)
-				h->hint = new_hint;
+			hint_raise(h, new_hint);
 			return addr;
 		}
 		/* Nothing free anywhere for one page means nothing free at all. */
 		if (npages == 1)
-			h->hint = h->limit_hint;
+			hint_set(h, h->limit_hint);
 		if (h->metadata_only || grow_from_os(h, npages) != 0) {
 			errno = ENOMEM;
 			return 0;
@@ -763,8 +783,7 @@ void pageheap_free_locked(struct pa_pageheap *h, uintptr_t addr, size_t npages)
 	uintptr_t limit = addr + npages * PA_PAGE_SIZE;
 	size_t sc = chunk_index(h, addr), ec = chunk_index(h, limit - 1);
 	unsigned si = page_in_chunk(addr), ei = page_in_chunk(limit - 1);
-	if (addr < h->hint)
-		h->hint = addr;
+	hint_lower(h, addr);
 	uint64_t clash;
 	if (sc == ec) {
 		clash = chunk_mark_free(chunk_at(h, sc), si, ei + 1 - si);
@@ -794,8 +813,8 @@ enum pa_page_fault pageheap_check_locked(const struct pa_pageheap *h, uintptr_t 
 		return PA_PAGE_UNALIGNED;
 	uintptr_t limit = addr + npages * PA_PAGE_SIZE;
 	size_t i = range_list_search(&h->ranges, addr);
-	if (limit < addr || i == h->ranges.n || h->ranges.v[i].base > addr ||
-	    h->ranges.v[i].limit < limit)
+	if (limit < addr || i == h->ranges.n || range_base(&h->ranges.v[i]) > addr ||
+	    range_limit(&h->ranges.v[i]) < limit)
 		return PA_PAGE_NOT_HEAP;
 	for (uintptr_t a = addr; a < limit;) {
 		uintptr_t next = PA_ALIGN_DOWN(a, PA_CHUNK_SIZE) + PA_CHUNK_SIZE;
@@ -816,7 +835,7 @@ int pageheap_alloc_at(struct pa_pageheap *h, uintptr_t addr, size_t npages, size
 	size_t i = range_list_search(&h->ranges, addr);
 	int ok = npages != 0 && npages <= ((uintptr_t)1 << h->window_bits) / PA_PAGE_SIZE &&
 	         (addr & (PA_PAGE_SIZE - 1)) == 0 && limit > addr && i < h->ranges.n &&
-	         h->ranges.v[i].base <= addr && h->ranges.v[i].limit >= limit;
+	         range_base(&h->ranges.v[i]) <= addr && range_limit(&h->ranges.v[i]) >= limit;
 	for (uintptr_t a = addr; ok && a < limit;) {
 		uintptr_t next = PA_ALIGN_DOWN(a, PA_CHUNK_SIZE) + PA_CHUNK_SIZE;
 		if (next > limit)
@@ -867,7 +886,7 @@ size_t pageheap_verify(struct pa_pageheap *h)
 	size_t errors = 0, inuse = 0, scav = 0, mapped = 0;
 	lock_acquire(&h->lock);
 	for (size_t r = 0; r < h->ranges.n; r++) {
-		uintptr_t base = h->ranges.v[r].base, limit = h->ranges.v[r].limit;
+		uintptr_t base = range_base(&h->ranges.v[r]), limit = range_limit(&h->ranges.v[r]);
 		mapped += (limit - base) / PA_PAGE_SIZE;
 		for (size_t c = chunk_index(h, base); c <= chunk_index(h, limit - 1); c++) {
 			const struct pa_chunk *ch = chunk_at(h, c);
@@ -884,8 +903,8 @@ size_t pageheap_verify(struct pa_pageheap *h)
 			}
 			/* Invariant 3: nothing free below the hint. */
 			uintptr_t cb = chunk_base(h, c);
-			if (cb < h->hint) {
-				uintptr_t below = h->hint - cb;
+			if (cb < pageheap_hint(h)) {
+				uintptr_t below = pageheap_hint(h) - cb;
 				unsigned n = below >= PA_CHUNK_SIZE
 				                 ? PA_CHUNK_PAGES
 				                 : (unsigned)(below / PA_PAGE_SIZE);
@@ -907,7 +926,7 @@ size_t pageheap_verify(struct pa_pageheap *h)
 			}
 		}
 	}
-	if (h->hint != h->limit_hint && !pageheap_contains_locked(h, h->hint))
+	if (pageheap_hint(h) != h->limit_hint && !pageheap_contains_locked(h, pageheap_hint(h)))
 		errors = complain(errors, "hint outside the heap", 0, 0);
 	if (inuse != h->inuse_pages + h->releasing_pages || scav != h->scav_pages ||
 	    mapped != h->mapped_pages)
@@ -924,8 +943,8 @@ size_t pageheap_metadata_bytes_locked(const struct pa_pageheap *h)
 		uintptr_t cur_from = 0, cur_to = 0;
 		for (size_t r = 0; r < h->ranges.n; r++) {
 			uintptr_t from, to;
-			level_commit_span(h, l, h->ranges.v[r].base, h->ranges.v[r].limit, &from,
-			                  &to);
+			level_commit_span(h, l, range_base(&h->ranges.v[r]),
+			                  range_limit(&h->ranges.v[r]), &from, &to);
 			if (from > cur_to) {
 				total += cur_to - cur_from;
 				cur_from = from;
@@ -949,12 +968,12 @@ int pageheap_take_group_locked(struct pa_pageheap *h, uintptr_t *base, uint64_t 
 {
 	for (;;) {
 		uintptr_t first = 0, new_hint = 0;
-		if (chunk_index(h, h->hint) < h->end_ci) {
-			size_t ci = chunk_index(h, h->hint);
+		if (chunk_index(h, pageheap_hint(h)) < h->end_ci) {
+			size_t ci = chunk_index(h, pageheap_hint(h));
 			if (sum_max(h->sum[PA_SUM_LEVELS - 1][ci]) != 0) {
 				unsigned ff;
-				unsigned j =
-				    chunk_find(chunk_at(h, ci), 1, page_in_chunk(h->hint), &ff);
+				unsigned j = chunk_find(chunk_at(h, ci), 1,
+				                        page_in_chunk(pageheap_hint(h)), &ff);
 				if (j == CHUNK_NOT_FOUND)
 					corrupt("leaf summary promised a page its bitmap lacks",
 					        PA_SUM_LEVELS - 1, ci, 1);
@@ -964,7 +983,7 @@ int pageheap_take_group_locked(struct pa_pageheap *h, uintptr_t *base, uint64_t 
 			}
 		}
 		if (first == 0) {
-			h->hint = h->limit_hint;
+			hint_set(h, h->limit_hint);
 			if (h->metadata_only || grow_from_os(h, 1) != 0) {
 				errno = ENOMEM;
 				return -1;
@@ -984,8 +1003,7 @@ int pageheap_take_group_locked(struct pa_pageheap *h, uintptr_t *base, uint64_t 
 		/* Every page up to the group's end is now allocated (as Go does,
 		 * point the hint at the group's last page: still heap). */
 		uintptr_t last = gbase + 63 * PA_PAGE_SIZE;
-		if (last > h->hint)
-			h->hint = last;
+		hint_raise(h, last);
 		*base = gbase;
 		*free = f;
 		*scav = s;
@@ -1007,8 +1025,7 @@ void pageheap_return_group_locked(struct pa_pageheap *h, uintptr_t base, uint64_
 	h->scav_pages += bits_popcount(scav & free);
 	stamp_free(h, chunk_index(h, base), chunk_index(h, base));
 	uintptr_t lowest = base + (uintptr_t)bits_ctz(free) * PA_PAGE_SIZE;
-	if (lowest < h->hint)
-		h->hint = lowest;
+	hint_lower(h, lowest);
 }
 
 /* ---- reporting bad frees ------------------------------------------------ */
@@ -1088,12 +1105,12 @@ size_t pageheap_prev_chunk_locked(const struct pa_pageheap *h, size_t below)
 		return SIZE_MAX;
 	uintptr_t addr = chunk_base(h, below - 1);
 	size_t i = range_list_search(&h->ranges, addr);
-	if (i < h->ranges.n && h->ranges.v[i].base <= addr)
+	if (i < h->ranges.n && range_base(&h->ranges.v[i]) <= addr)
 		return below - 1;
 	/* addr lies in a gap (or above the heap): the range below it ends first. */
 	if (i == 0)
 		return SIZE_MAX;
-	return chunk_index(h, h->ranges.v[i - 1].limit - 1);
+	return chunk_index(h, range_limit(&h->ranges.v[i - 1]) - 1);
 }
 
 unsigned pageheap_scav_reserve_locked(struct pa_pageheap *h, size_t ci, int force,
@@ -1133,6 +1150,5 @@ void pageheap_scav_commit_locked(struct pa_pageheap *h, uintptr_t addr, unsigned
 	}
 	update(h, addr, npages, 0, clash == 0);
 	h->releasing_pages -= npages;
-	if (addr < h->hint)
-		h->hint = addr;
+	hint_lower(h, addr);
 }

@@ -19,7 +19,8 @@
  *  - ranges: the sorted, disjoint, chunk-aligned address ranges that are heap.
  *  - hint: an address such that no free page lies below it. It always points
  *    into a heap range, or equals `limit_hint` when nothing is free, so a read
- *    of the leaf summary at the hint is always a committed read.
+ *    of the leaf summary at the hint is always a committed read. It is stored
+ *    hidden (layout.h): the hint is often the first page of a user's block.
  *
  * Invariants (checked by pageheap_verify):
  *  1. every leaf summary equals chunk_summarize of its chunk;
@@ -47,9 +48,31 @@
 #include "lock.h"
 #include "summary.h"
 
+/* [base, limit), chunk-aligned; both stored hidden (pa_addr_hide): the
+ * first range's base is the address of the heap's first page. */
 struct pa_addr_range {
-	uintptr_t base, limit; /* [base, limit), chunk-aligned */
+	uintptr_t hidden_base, hidden_limit;
 };
+
+static inline uintptr_t range_base(const struct pa_addr_range *r)
+{
+	return pa_addr_show(r->hidden_base);
+}
+
+static inline uintptr_t range_limit(const struct pa_addr_range *r)
+{
+	return pa_addr_show(r->hidden_limit);
+}
+
+static inline void range_set_base(struct pa_addr_range *r, uintptr_t base)
+{
+	r->hidden_base = pa_addr_hide(base);
+}
+
+static inline void range_set_limit(struct pa_addr_range *r, uintptr_t limit)
+{
+	r->hidden_limit = pa_addr_hide(limit);
+}
 
 /* A growable array kept in its own anonymous mapping (never libc malloc). */
 struct pa_range_list {
@@ -99,7 +122,7 @@ struct pa_pageheap {
 	uintptr_t limit_hint; /* window end: the hint when nothing is free */
 
 	/* Protected by lock. */
-	uintptr_t hint;                  /* no free page below this address */
+	uintptr_t hidden_hint;           /* no free page below this address (pageheap_hint) */
 	size_t start_ci, end_ci;         /* chunk indices bounding all ranges: [start, end) */
 	struct pa_range_list ranges;     /* heap address ranges, sorted */
 	struct pa_range_list arenas;     /* OS reservations, for destroy */
@@ -122,6 +145,11 @@ struct pa_pageheap {
 	void (*on_pressure)(void *arg); /* called after unlock when pressure is set */
 	void *pressure_arg;
 };
+
+static inline uintptr_t pageheap_hint(const struct pa_pageheap *h)
+{
+	return pa_addr_show(h->hidden_hint);
+}
 
 int pageheap_init(struct pa_pageheap *h, const struct pa_pageheap_opts *opts);
 void pageheap_destroy(struct pa_pageheap *h);

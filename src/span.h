@@ -138,12 +138,12 @@ static inline void span_fbump_update(struct pa_span *s)
 
 static inline uintptr_t span_base(const struct pa_span *s)
 {
-	return -s->neg_base;
+	return pa_addr_show(s->neg_base);
 }
 
 static inline void span_set_base(struct pa_span *s, uintptr_t base)
 {
-	s->neg_base = -base;
+	s->neg_base = pa_addr_hide(base);
 }
 
 /* The per-process secret of the free-key (set once at malloc init). */

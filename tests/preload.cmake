@@ -18,7 +18,8 @@
 #   preload_valgrind_KIND, linked_valgrind_KIND
 #                           valgrind.sh: memcheck through the client requests,
 #                           preloaded and linked with pa_malloc (KIND: leak,
-#                           uaf, clean)
+#                           uaf, clean; only_leaks_SIZE: three leaked blocks
+#                           of SIZE bytes are a program's only allocations)
 #   preload_run_command     run_command.sh: the build tree's `pagealloc run`
 #   install_pkgconfig, install_cmake, install_preload
 #                           install_test.sh: cmake --install into a fresh
@@ -54,12 +55,16 @@ set_target_properties(preload_threads PROPERTIES OUTPUT_NAME threads
 set_target_properties(preload_cxx_containers PROPERTIES OUTPUT_NAME cxx_containers
 	RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/preload-tests)
 
-foreach(kind leak uaf clean)
+# memcheck names a fault's file and line only where the program has debug
+# information: these programs get -g whatever the build type.
+foreach(kind leak uaf clean only_leaks)
 	add_executable(preload_valgrind_${kind} ${PA_PT_DIR}/valgrind_${kind}.c)
 	target_link_libraries(preload_valgrind_${kind} PRIVATE Threads::Threads)
 	add_executable(linked_valgrind_${kind} ${PA_PT_DIR}/valgrind_${kind}.c)
 	target_compile_definitions(linked_valgrind_${kind} PRIVATE PA_LINKED)
 	target_link_libraries(linked_valgrind_${kind} PRIVATE pagealloc_static)
+	target_compile_options(preload_valgrind_${kind} PRIVATE -g)
+	target_compile_options(linked_valgrind_${kind} PRIVATE -g)
 endforeach()
 
 # ---- the matrix --------------------------------------------------------------------
@@ -101,6 +106,13 @@ foreach(kind leak uaf clean)
 		${PA_PT_PRELOAD} $<TARGET_FILE:preload_valgrind_${kind}> ${kind})
 	pa_preload_test(linked_valgrind_${kind} bash ${PA_PT_DIR}/valgrind.sh linked -
 		$<TARGET_FILE:linked_valgrind_${kind}> ${kind})
+endforeach()
+# A small block, one of a few pages, a large one, and one over a chunk.
+foreach(size 64 1000 100000 5000000)
+	pa_preload_test(preload_valgrind_only_leaks_${size} bash ${PA_PT_DIR}/valgrind.sh preload
+		${PA_PT_PRELOAD} $<TARGET_FILE:preload_valgrind_only_leaks> only_leaks ${size})
+	pa_preload_test(linked_valgrind_only_leaks_${size} bash ${PA_PT_DIR}/valgrind.sh linked -
+		$<TARGET_FILE:linked_valgrind_only_leaks> only_leaks ${size})
 endforeach()
 
 # ---- the pagealloc command and the installed package ------------------------------

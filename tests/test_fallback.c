@@ -130,7 +130,7 @@ static void test_explicit_window_covers_only_its_range(void **state)
 	TU_EQ(t->h.sum_len[0], 4);
 	TU_EQ(t->h.sum_len[PA_SUM_LEVELS - 1], nchunks);
 	TU_EQ(t->h.limit_hint, WBASE + ((uintptr_t)1 << WBITS));
-	TU_EQ(t->h.hint, t->h.limit_hint);
+	TU_EQ(pageheap_hint(&t->h), t->h.limit_hint);
 
 	/* Across the first level-0 edge (16 GiB = 4096 chunks in), and the top chunk. */
 	const size_t edge = 4096, top = nchunks - 1;
@@ -142,7 +142,7 @@ static void test_explicit_window_covers_only_its_range(void **state)
 	TU_EQ(pageheap_grow_range(&t->h, WBASE - PA_CHUNK_SIZE, PA_CHUNK_PAGES), -1);
 	TU_EQ(pageheap_grow_range(&t->h, WCHUNK(nchunks), PA_CHUNK_PAGES), -1);
 	TU_EQ(pageheap_grow_range(&t->h, WCHUNK(top), 2 * PA_CHUNK_PAGES), -1);
-	TU_EQ(t->h.hint, WCHUNK(edge - 2));
+	TU_EQ(pageheap_hint(&t->h), WCHUNK(edge - 2));
 	tu_check(t);
 
 	size_t scav;
@@ -157,7 +157,7 @@ static void test_explicit_window_covers_only_its_range(void **state)
 	TU_EQ(pageheap_alloc(&t->h, 25, &scav), 0);
 	TU_EQ(pageheap_alloc(&t->h, 24, &scav), WPAGE(edge + 1, 488));
 	TU_EQ(pageheap_alloc(&t->h, 1, &scav), 0);
-	TU_EQ(t->h.hint, t->h.limit_hint);
+	TU_EQ(pageheap_hint(&t->h), t->h.limit_hint);
 	tu_check(t);
 	/* The top chunk's leaf is the last entry of the leaf array. */
 	pageheap_free(&t->h, WPAGE(top, 511), 1);

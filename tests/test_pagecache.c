@@ -354,7 +354,7 @@ static void refill_takes_the_first_free_group(void **state)
 		EQ(alloc_word(f, rc->base), ALL);
 		EQ(scav_word(f, rc->base), 0);
 		EQ(owner_of(f, rc->base), cpu_a + 1);
-		EQ(f->h.hint, rc->base + 63 * P);
+		EQ(pageheap_hint(&f->h), rc->base + 63 * P);
 		EQ(f->h.inuse_pages, taken + nfree);
 		EQ(f->h.scav_pages, grown - taken - nfree);
 		expect_stats(f, nfree - 1, 0, 1, 0);
@@ -382,7 +382,7 @@ static void refill_moves_on_when_the_group_is_used_up(void **state)
 	EQ(owner_of(f, PG(64)), cpu_a + 1);
 	EQ(alloc_word(f, BASE), ALL);
 	EQ(alloc_word(f, PG(64)), ALL);
-	EQ(f->h.hint, PG(127));
+	EQ(pageheap_hint(&f->h), PG(127));
 	EQ(f->h.inuse_pages, 128);
 	EQ(f->h.scav_pages, 512 - 128);
 	expect_stats(f, 63, 0, 2, 0);
@@ -411,7 +411,7 @@ static void refill_drains_the_queue_first(void **state)
 	EQ(owner_of(f, BASE), 0);
 	EQ(owner_of(f, PG(64)), cpu_a + 1);
 	EQ(alloc_word(f, PG(64)), ALL);
-	EQ(f->h.hint, PG(127));
+	EQ(pageheap_hint(&f->h), PG(127));
 	EQ(f->h.inuse_pages, 128);
 	expect_stats(f, 0, 0, 2, 1);
 	EQ(pageheap_verify(&f->h), 0);
@@ -426,7 +426,7 @@ static void refill_with_nothing_free_returns_0(void **state)
 	EQ(alloc_pages(f, 1, NULL), 0);
 	EQ(alloc_pages(f, 15, NULL), 0);
 	expect_cache(f->c, 0, 0, 0);
-	EQ(f->h.hint, f->h.limit_hint);
+	EQ(pageheap_hint(&f->h), f->h.limit_hint);
 	expect_stats(f, 0, 0, 0, 0);
 
 	fx_reopen(f);
@@ -436,7 +436,7 @@ static void refill_with_nothing_free_returns_0(void **state)
 	EQ(alloc_pages(f, 1, NULL), 0);
 	EQ(alloc_pages(f, 15, NULL), 0);
 	expect_cache(f->c, 0, 0, 0);
-	EQ(f->h.hint, f->h.limit_hint);
+	EQ(pageheap_hint(&f->h), f->h.limit_hint);
 	EQ(f->h.inuse_pages, 512);
 	expect_stats(f, 0, 0, 0, 0);
 	EQ(pageheap_verify(&f->h), 0);
@@ -598,7 +598,7 @@ static void free_outside_the_group_is_queued(void **state)
 	EQ(alloc_word(f, BASE), BIT(0));
 	EQ(alloc_word(f, PG(64)), bits_mask(4, 2) | bits_mask(9, 7));
 	EQ(f->h.inuse_pages, 1 + 9);
-	EQ(f->h.hint, PG(1));
+	EQ(pageheap_hint(&f->h), PG(1));
 	expect_stats(f, 0, 0, 1, 1);
 	EQ(pageheap_verify(&f->h), 0);
 	EQ(nfaults, 0);
@@ -627,7 +627,7 @@ static void full_queue_drains_to_the_heap(void **state)
 	EQ(alloc_word(f, PG(64)), bits_mask(15, 5));
 	EQ(scav_word(f, PG(64)), ALL << 20); /* freed pages were used: resident */
 	EQ(f->h.inuse_pages, 84 - 15);
-	EQ(f->h.hint, PG(63));
+	EQ(pageheap_hint(&f->h), PG(63));
 	expect_cache(f->c, BASE, ALL << 1, ALL);
 	expect_stats(f, 63, 1, 1, 1);
 	EQ(pageheap_verify(&f->h), 0);
@@ -650,7 +650,7 @@ static void flush_returns_the_group_and_the_queue(void **state)
 	expect_cache(f->c, BASE, (ALL << 6) | BIT(1), ALL << 6);
 	EQ(f->h.inuse_pages, 84);
 	EQ(f->h.scav_pages, 512 - 84);
-	EQ(f->h.hint, PG(63));
+	EQ(pageheap_hint(&f->h), PG(63));
 	expect_stats(f, 59, 3, 1, 0);
 
 	pagecache_flush_all(&f->pc);
@@ -664,7 +664,7 @@ static void flush_returns_the_group_and_the_queue(void **state)
 	EQ(scav_word(f, PG(64)), ALL << 20);
 	EQ(f->h.inuse_pages, 84 - 3 - 59);
 	EQ(f->h.scav_pages, 512 - 84 + 58);
-	EQ(f->h.hint, PG(1));
+	EQ(pageheap_hint(&f->h), PG(1));
 	expect_stats(f, 0, 0, 1, 1);
 	EQ(pageheap_verify(&f->h), 0);
 
@@ -680,7 +680,7 @@ static void flush_returns_the_group_and_the_queue(void **state)
 	expect_cache(f->c, BASE, ~(BIT(0) | bits_mask(1, 5)), ALL << 6);
 	EQ(alloc_pages(f, 1, &scav), PG(6));
 	EQ(scav, 1);
-	EQ(f->h.hint, PG(63));
+	EQ(pageheap_hint(&f->h), PG(63));
 	expect_stats(f, 57, 0, 2, 1);
 	EQ(pageheap_verify(&f->h), 0);
 	EQ(nfaults, 0);
@@ -850,7 +850,7 @@ static void queued_adjacent_frees_reach_the_heap_as_one_run(void **state)
 	EQ(f->c->nbatch, 0);
 	EQ(alloc_word(f, PG(64)), MASK(7, 9) | MASK(17, 3));
 	EQ(alloc_word(f, PG(0)), BIT(0));
-	EQ(f->h.hint, PG(1));
+	EQ(pageheap_hint(&f->h), PG(1));
 	EQ(f->h.inuse_pages, 1 + 20 - 8);
 	expect_stats(f, 0, 0, 1, 1);
 	EQ(pageheap_verify(&f->h), 0);
@@ -906,7 +906,7 @@ static void cache_off_goes_straight_to_the_heap(void **state)
 	EQ(pagecache_free(&f->pc, PG(0), 1), PA_PAGE_OK);
 	EQ(alloc_word(f, BASE), bits_mask(1, 15));
 	EQ(f->h.inuse_pages, 15);
-	EQ(f->h.hint, PG(0));
+	EQ(pageheap_hint(&f->h), PG(0));
 	EQ(pagecache_free(&f->pc, PG(0), 1), PA_PAGE_NOT_ALLOCATED);
 	EQ(pagecache_free(&f->pc, (uintptr_t)0x200000000000, 1), PA_PAGE_NOT_HEAP);
 	EQ(pagecache_free(&f->pc, (uintptr_t)0x2000, 1), PA_PAGE_NOT_HEAP);

@@ -54,13 +54,13 @@ static void test_grow_one_chunk_is_free_released_heap(void **state)
 {
 	(void)state;
 	struct tu_heap *t = tu_heap_new();
-	TU_EQ(t->h.hint, t->h.limit_hint);
+	TU_EQ(pageheap_hint(&t->h), t->h.limit_hint);
 	TU_EQ(t->h.limit_hint, (uintptr_t)1 << 48);
 	tu_grow(t, TU_CHUNK(3), 1);
 	TU_EQ(t->h.mapped_pages, CP);
 	TU_EQ(t->h.scav_pages, CP);
 	TU_EQ(t->h.inuse_pages, 0);
-	TU_EQ(t->h.hint, TU_CHUNK(3));
+	TU_EQ(pageheap_hint(&t->h), TU_CHUNK(3));
 	TU_EQ(tu_sum_at(t, 4, TU_CHUNK(3)), pack3(512, 512, 512));
 	/* Chunk 3 of its level-3 entry: free in the middle, non-heap around. */
 	TU_EQ(tu_sum_at(t, 3, TU_CHUNK(3)), pack3(0, 512, 0));
@@ -76,11 +76,11 @@ static void test_grow_out_of_order_ranges_terabytes_apart(void **state)
 	const uintptr_t A = 1 * TU_TIB, B = 5 * TU_TIB, C = 100 * TU_TIB;
 	struct tu_heap *t = tu_heap_new();
 	tu_grow(t, B, 3);
-	TU_EQ(t->h.hint, B);
+	TU_EQ(pageheap_hint(&t->h), B);
 	tu_grow(t, C, 2);
-	TU_EQ(t->h.hint, B);
+	TU_EQ(pageheap_hint(&t->h), B);
 	tu_grow(t, A, 1);
-	TU_EQ(t->h.hint, A);
+	TU_EQ(pageheap_hint(&t->h), A);
 	TU_EQ(t->h.mapped_pages, 6 * CP);
 	TU_EQ(t->h.scav_pages, 6 * CP);
 	tu_check(t);                       /* also: ranges.n == 3 in address order */
@@ -89,10 +89,10 @@ static void test_grow_out_of_order_ranges_terabytes_apart(void **state)
 	expect_alloc(t, 3 * CP, B, 3 * CP);
 	expect_alloc(t, 2 * CP, C, 2 * CP);
 	expect_alloc(t, 1, 0, 0);
-	TU_EQ(t->h.hint, t->h.limit_hint);
+	TU_EQ(pageheap_hint(&t->h), t->h.limit_hint);
 	tu_check(t);
 	checked_free(t, B + CP * PA_PAGE_SIZE, CP);
-	TU_EQ(t->h.hint, B + CP * PA_PAGE_SIZE);
+	TU_EQ(pageheap_hint(&t->h), B + CP * PA_PAGE_SIZE);
 	tu_check(t);
 	expect_alloc(t, CP + 1, 0, 0);
 	expect_alloc(t, CP, B + CP * PA_PAGE_SIZE, 0);
@@ -115,10 +115,10 @@ static void test_grow_merges_adjacent_ranges(void **state)
 	tu_grow(t, TU_CHUNK(10), 2);
 	tu_grow(t, TU_CHUNK(9), 1); /* joins the high neighbour */
 	TU_EQ(t->h.ranges.n, 2);
-	TU_EQ(t->h.ranges.v[0].base, TU_CHUNK(0));
-	TU_EQ(t->h.ranges.v[0].limit, TU_CHUNK(4));
-	TU_EQ(t->h.ranges.v[1].base, TU_CHUNK(9));
-	TU_EQ(t->h.ranges.v[1].limit, TU_CHUNK(12));
+	TU_EQ(range_base(&t->h.ranges.v[0]), TU_CHUNK(0));
+	TU_EQ(range_limit(&t->h.ranges.v[0]), TU_CHUNK(4));
+	TU_EQ(range_base(&t->h.ranges.v[1]), TU_CHUNK(9));
+	TU_EQ(range_limit(&t->h.ranges.v[1]), TU_CHUNK(12));
 	tu_check(t);
 	expect_alloc(t, 4 * CP, P(0, 0), 4 * CP);
 	expect_alloc(t, 3 * CP, P(9, 0), 3 * CP);
@@ -143,10 +143,10 @@ static void test_grow_hundreds_of_ranges_then_fill_the_gaps(void **state)
 	expect_alloc(t, 1, 0, 0);
 	for (size_t k = 299; k-- > 0;) {
 		tu_grow(t, TU_CHUNK(2 * k + 1), 1);
-		TU_EQ(t->h.hint, TU_CHUNK(2 * k + 1));
+		TU_EQ(pageheap_hint(&t->h), TU_CHUNK(2 * k + 1));
 	}
 	TU_EQ(t->h.ranges.n, 1);
-	TU_EQ(t->h.ranges.v[0].limit, TU_CHUNK(599));
+	TU_EQ(range_limit(&t->h.ranges.v[0]), TU_CHUNK(599));
 	tu_check(t);
 	expect_alloc(t, CP + 1, 0, 0);
 	for (size_t k = 0; k < 299; k++)
@@ -476,7 +476,7 @@ static void exhaust(const struct layout *L, size_t n)
 			expect_alloc(t, 1, P(r->chunk, p), 1);
 	}
 	expect_alloc(t, 1, 0, 0);
-	TU_EQ(t->h.hint, t->h.limit_hint);
+	TU_EQ(pageheap_hint(&t->h), t->h.limit_hint);
 	TU_EQ(t->h.inuse_pages, total);
 	TU_EQ(t->h.scav_pages, 0);
 	tu_check(t);
@@ -563,7 +563,7 @@ static void test_runs_join_end_and_start_across_each_boundary(void **state)
 		checked_free(t, P(x - 2, 0), 4 * CP);
 		for (size_t c = x - 2; c < x + 2; c++)
 			TU_EQ(tu_sum_at(t, 4, TU_CHUNK(c)), sum_free(PA_CHUNK_PAGES_SHIFT));
-		TU_EQ(t->h.hint, P(x - 2, 0));
+		TU_EQ(pageheap_hint(&t->h), P(x - 2, 0));
 		tu_check(t);
 		expect_alloc(t, 3 * CP + 100, P(x - 2, 0), 0);
 		expect_alloc(t, 412, P(x + 1, 100), 0);
@@ -706,9 +706,9 @@ static void test_hint_from_a_coarse_level_is_moved_out_of_a_gap(void **state)
 	    PA_CHUNK_SHIFT;
 	expect_unreadable(&t->h.sum[4][gap_leaf]);
 	expect_alloc(t, 1, P(0, 511), 1);
-	TU_EQ(t->h.hint, P(0, 511));
+	TU_EQ(pageheap_hint(&t->h), P(0, 511));
 	expect_alloc(t, 100, P(FARC2, 0), 100);
-	TU_EQ(t->h.hint, TU_CHUNK(GAPB));
+	TU_EQ(pageheap_hint(&t->h), TU_CHUNK(GAPB));
 	tu_check(t);
 	expect_alloc(t, 9, P(GAPB, 502), 9);
 	expect_alloc(t, 1, P(FARC2, 100), 1);
@@ -723,11 +723,11 @@ static void test_hint_is_the_lowest_grown_address(void **state)
 	(void)state;
 	struct tu_heap *t = tu_heap_new();
 	tu_grow(t, TU_CHUNK(5), 1);
-	TU_EQ(t->h.hint, TU_CHUNK(5));
+	TU_EQ(pageheap_hint(&t->h), TU_CHUNK(5));
 	tu_grow(t, TU_CHUNK(9), 1);
-	TU_EQ(t->h.hint, TU_CHUNK(5));
+	TU_EQ(pageheap_hint(&t->h), TU_CHUNK(5));
 	tu_grow(t, TU_CHUNK(1), 1);
-	TU_EQ(t->h.hint, TU_CHUNK(1));
+	TU_EQ(pageheap_hint(&t->h), TU_CHUNK(1));
 	tu_check(t);
 	tu_heap_free(t);
 }
@@ -740,16 +740,16 @@ static void test_hint_is_the_first_free_page_the_search_saw(void **state)
 	const struct tu_chunks ranges[] = {{0, 1}, {0, 0}};
 	const struct tu_run before[] = {{0, 0, 10}, {0, 11, 1}, {0, 0, 0}};
 	struct tu_heap *t = tu_heap_build(ranges, before);
-	TU_EQ(t->h.hint, P(0, 0));
+	TU_EQ(pageheap_hint(&t->h), P(0, 0));
 	expect_alloc(t, 2, P(0, 12), 2); /* page 10 is free but alone */
-	TU_EQ(t->h.hint, P(0, 10));
+	TU_EQ(pageheap_hint(&t->h), P(0, 10));
 	tu_check(t);
 	expect_alloc(t, 1, P(0, 10), 1);
-	TU_EQ(t->h.hint, P(0, 10));
+	TU_EQ(pageheap_hint(&t->h), P(0, 10));
 	expect_alloc(t, 1, P(0, 14), 1);
-	TU_EQ(t->h.hint, P(0, 14));
+	TU_EQ(pageheap_hint(&t->h), P(0, 14));
 	expect_alloc(t, 1, P(0, 15), 1);
-	TU_EQ(t->h.hint, P(0, 15));
+	TU_EQ(pageheap_hint(&t->h), P(0, 15));
 	tu_check(t);
 	tu_heap_free(t);
 }
@@ -761,19 +761,19 @@ static void test_free_below_hint_moves_it_down(void **state)
 	struct tu_heap *t = tu_heap_build(ranges, NULL);
 	for (size_t i = 0; i < 100; i++)
 		expect_alloc(t, 1, P(0, i), 1);
-	TU_EQ(t->h.hint, P(0, 99));
+	TU_EQ(pageheap_hint(&t->h), P(0, 99));
 	checked_free(t, P(0, 42), 1);
-	TU_EQ(t->h.hint, P(0, 42));
+	TU_EQ(pageheap_hint(&t->h), P(0, 42));
 	tu_check(t);
 	expect_alloc(t, 1, P(0, 42), 0);
 	expect_alloc(t, 1, P(0, 100), 1);
 	expect_alloc(t, 1, P(0, 101), 1);
-	TU_EQ(t->h.hint, P(0, 101));
+	TU_EQ(pageheap_hint(&t->h), P(0, 101));
 	checked_free(t, P(0, 42), 1);
-	TU_EQ(t->h.hint, P(0, 42));
+	TU_EQ(pageheap_hint(&t->h), P(0, 42));
 	/* A free above the hint leaves it alone. */
 	checked_free(t, P(0, 101), 1);
-	TU_EQ(t->h.hint, P(0, 42));
+	TU_EQ(pageheap_hint(&t->h), P(0, 42));
 	tu_check(t);
 	tu_heap_free(t);
 }
@@ -785,14 +785,14 @@ static void test_free_in_a_lower_range_reopens_it(void **state)
 	struct tu_heap *t = tu_heap_build(ranges, NULL);
 	expect_alloc(t, CP, P(0, 0), CP);
 	expect_alloc(t, 20, P(10, 0), 20);
-	TU_EQ(t->h.hint, P(10, 0));
+	TU_EQ(pageheap_hint(&t->h), P(10, 0));
 	checked_free(t, P(0, 100), 10);
-	TU_EQ(t->h.hint, P(0, 100));
+	TU_EQ(pageheap_hint(&t->h), P(0, 100));
 	tu_check(t);
 	expect_alloc(t, 10, P(0, 100), 0);
-	TU_EQ(t->h.hint, P(0, 100));
+	TU_EQ(pageheap_hint(&t->h), P(0, 100));
 	expect_alloc(t, 10, P(10, 20), 10);
-	TU_EQ(t->h.hint, P(10, 20));
+	TU_EQ(pageheap_hint(&t->h), P(10, 20));
 	tu_check(t);
 	tu_heap_free(t);
 }
@@ -814,9 +814,9 @@ static void test_alloc_free_cycles_bring_the_hint_back(void **state)
 		if (5 + n + 1 > hw)
 			hw = 5 + n + 1;
 		checked_free(t, a, n);
-		TU_EQ(t->h.hint, P(0, 5));
+		TU_EQ(pageheap_hint(&t->h), P(0, 5));
 		checked_free(t, b, 1);
-		TU_EQ(t->h.hint, P(0, 5));
+		TU_EQ(pageheap_hint(&t->h), P(0, 5));
 	}
 	tu_check(t);
 	TU_EQ(t->h.inuse_pages, 5);
@@ -830,10 +830,10 @@ static void test_exhausted_hint_is_limit_hint_until_a_free(void **state)
 	struct tu_heap *t = tu_heap_build(ranges, NULL);
 	expect_alloc(t, CP, P(0, 0), CP);
 	expect_alloc(t, 1, 0, 0);
-	TU_EQ(t->h.hint, t->h.limit_hint);
+	TU_EQ(pageheap_hint(&t->h), t->h.limit_hint);
 	tu_check(t);
 	checked_free(t, P(0, 7), 1);
-	TU_EQ(t->h.hint, P(0, 7));
+	TU_EQ(pageheap_hint(&t->h), P(0, 7));
 	expect_alloc(t, 2, 0, 0);
 	/* A failed larger request must not skip the free page. */
 	expect_alloc(t, 1, P(0, 7), 0);

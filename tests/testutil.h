@@ -436,22 +436,23 @@ static inline void tu_check_accounting(const struct tu_heap *t)
 	TU_EQ(h->scav_pages, scav);
 	TU_EQ(h->ranges.n, t->nranges);
 	for (size_t r = 0; r < t->nranges && r < h->ranges.n; r++) {
-		TU_EQ(h->ranges.v[r].base, t->base[r]);
-		TU_EQ(h->ranges.v[r].limit, t->limit[r]);
+		TU_EQ(range_base(&h->ranges.v[r]), t->base[r]);
+		TU_EQ(range_limit(&h->ranges.v[r]), t->limit[r]);
 	}
 	/* The hint is heap, or limit_hint; no free page lies below it. */
 	int in_heap = 0;
 	for (size_t r = 0; r < t->nranges; r++)
-		in_heap |= h->hint >= t->base[r] && h->hint < t->limit[r];
-	if (!in_heap && h->hint != h->limit_hint)
+		in_heap |= pageheap_hint(h) >= t->base[r] && pageheap_hint(h) < t->limit[r];
+	if (!in_heap && pageheap_hint(h) != h->limit_hint)
 		fail_msg("%s: hint %#" PRIxPTR " is neither heap nor limit_hint %#" PRIxPTR,
-		         tu_case, h->hint, h->limit_hint);
-	for (size_t r = 0; r < t->nranges && t->base[r] < h->hint; r++)
-		for (uintptr_t a = t->base[r]; a < t->limit[r] && a < h->hint; a += PA_PAGE_SIZE)
+		         tu_case, pageheap_hint(h), h->limit_hint);
+	for (size_t r = 0; r < t->nranges && t->base[r] < pageheap_hint(h); r++)
+		for (uintptr_t a = t->base[r]; a < t->limit[r] && a < pageheap_hint(h);
+		     a += PA_PAGE_SIZE)
 			if (!tu_page_allocated(t, a))
 				fail_msg("%s: page %#" PRIxPTR
 				         " is free but below the hint %#" PRIxPTR,
-				         tu_case, a, h->hint);
+				         tu_case, a, pageheap_hint(h));
 }
 
 /* Everything: the reference recomputation, then pageheap_verify. */

@@ -2,8 +2,8 @@
 # tests/preload/valgrind.sh — memcheck sees libpagealloc's blocks through its
 # client requests (src/vg.h), preloaded or linked:
 #
-#   valgrind.sh preload PRELOAD_SO PROGRAM leak|uaf|clean
-#   valgrind.sh linked  -          PROGRAM leak|uaf|clean
+#   valgrind.sh preload PRELOAD_SO PROGRAM leak|uaf|clean|only_leaks [SIZE]
+#   valgrind.sh linked  -          PROGRAM leak|uaf|clean|only_leaks [SIZE]
 #
 # preload: PROGRAM calls malloc/free, LD_PRELOAD is the preload library and
 # valgrind runs with --soname-synonyms=somalloc=nouserintercepts. Memcheck
@@ -21,6 +21,10 @@
 # uaf:   exit status 99, "Invalid read of size 1" in read_after_free, in a
 #        block free'd there
 # clean: exit status 0, "ERROR SUMMARY: 0 errors"
+# only_leaks SIZE: PROGRAM SIZE leaks three blocks of SIZE bytes and
+#        allocates nothing else: exit status 99, "definitely lost: 3*SIZE
+#        bytes in 3 blocks", nothing possibly lost or still reachable (no
+#        word of the allocator's metadata may look like a pointer to them)
 # Every allocation stack must be libpagealloc's: no frame of valgrind's own
 # allocator (vg_replace_malloc.c, in vgpreload_memcheck-*.so). Valgrind gets 20 s: a hang is a failure.
 set -euo pipefail
@@ -28,11 +32,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=common.sh
 . "$here/common.sh"
 
-[ $# = 4 ] || {
+[ $# = 4 ] || [ $# = 5 ] || {
 	sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
-mode=$1 PA_PRELOAD=$2 program=$3 kind=$4
+mode=$1 PA_PRELOAD=$2 program=$3 kind=$4 args=("${@:5}")
 need_programs valgrind
 make_tmp
 ulimit -c 0
@@ -49,7 +53,7 @@ linked) envs=() ;;
 esac
 
 status=0
-env "${envs[@]}" timeout 20 "${vg[@]}" "$program" >"$tmp/out" 2>"$tmp/vg" || status=$?
+env "${envs[@]}" timeout 20 "${vg[@]}" "$program" "${args[@]}" >"$tmp/out" 2>"$tmp/vg" || status=$?
 show() {
 	echo "valgrind's output:" >&2
 	sed 's/^/  /' "$tmp/vg" >&2
@@ -89,7 +93,14 @@ uaf)
 clean)
 	expect_line 'ERROR SUMMARY: 0 errors'
 	;;
-*) fail "kind $kind: leak, uaf or clean" ;;
+only_leaks)
+	# valgrind groups the digits by threes with commas
+	lost=$(echo $((3 * args[0])) | sed -E ':a; s/([0-9])([0-9]{3})($|,)/\1,\2\3/; ta')
+	expect_line "definitely lost: $lost bytes in 3 blocks\$"
+	expect_line 'possibly lost: 0 bytes in 0 blocks$'
+	expect_line 'still reachable: 0 bytes in 0 blocks$'
+	;;
+*) fail "kind $kind: leak, uaf, clean or only_leaks" ;;
 esac
 if grep -Eq 'vg_replace_malloc|vgpreload_memcheck' "$tmp/vg"; then
 	show
