@@ -5,7 +5,8 @@
 #                malloc API test under valgrind
 #   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer, all tests
 #   build-tsan/  ThreadSanitizer, the tests named *concurrent* or *thread*
-# then the smoke runs of tools/compare.sh and tools/profile.sh (build-prof/).
+# then the tests of tools/report.py and the smoke runs of tools/compare.sh and
+# tools/profile.sh (build-prof/).
 # Installs missing Debian packages first (needs root for that). Exits nonzero
 # on the first failure.
 set -euo pipefail
@@ -57,6 +58,9 @@ memcheck build/pa-demo
 for t in test_malloc_api; do
 	memcheck "build/$t"
 done
+
+step "report tool: tools/test_report.py (medians, ratios, targets, tables)"
+python3 tools/test_report.py
 
 step "side-by-side smoke run: tools/compare.sh --quick (the runner, not timings)"
 tools/compare.sh --quick >/dev/null
