@@ -32,12 +32,12 @@ static size_t caches_claimed;
 static void claim_set(struct pa_tcache *tc, size_t claim);
 static void claim_note(struct pa_tcache *tc, size_t held);
 
-static void list_give_all(struct pa_tcache *tc, unsigned cls)
+static void list_give_all(struct pa_tcache *tc, unsigned cls, struct pa_span_spares *sp)
 {
 	uint32_t count = cache_list_count(tc, cls);
 	if (count == 0)
 		return;
-	central_give(cls, tc->head[cls], count, 0);
+	central_give(cls, tc->head[cls], count, 0, sp);
 	tc->head[cls] = NULL;
 	cache_list_set(tc, cls, 0, tc->max[cls]);
 }
@@ -50,19 +50,22 @@ static int cache_carves(const struct pa_tcache *tc, unsigned cls)
 
 static void cache_release(struct pa_tcache *tc)
 {
+	/* Records of spans retired on the way: into tc's spares while tc is
+	 * the calling thread's cache (a flush), else (thread exit, where
+	 * cache_self is cache_gone already) straight to the pool. */
+	struct pa_span_spares *sp = cache_spares(cache_real());
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
-		list_give_all(tc, cls);
+		list_give_all(tc, cls, sp);
 		if (cache_carves(tc, cls))
 			central_uncarve(cls, tc);
 	}
 	for (unsigned w = 0; w < sizeof(tc->carving) / sizeof(tc->carving[0]); w++)
 		tc->carving[w] = 0;
 	for (unsigned k = 0; k < tc->nlarge; k++)
-		large_release(tc->large[k]);
+		large_release(tc->large[k], sp);
 	__atomic_store_n(&tc->nlarge, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&tc->large_pages, 0, __ATOMIC_RELAXED);
-	span_spares_free(tc->spare, tc->nspare);
-	tc->nspare = 0;
+	span_spares_free(&tc->spares);
 }
 
 /* Build the calling thread's cache; NULL when out of memory or exiting. */
@@ -122,7 +125,7 @@ int cache_large_put(struct pa_span *s)
 		 * thread, or back to the page heap. */
 		struct pa_span *old = cache_slot_remove(tc, 0);
 		if (!central_large_put(old))
-			large_release(old);
+			large_release(old, &tc->spares);
 	}
 	cache_slot_append(tc, s);
 	return 1;
@@ -214,13 +217,13 @@ static void list_keep(struct pa_tcache *tc, unsigned cls, uint32_t keep, uint32_
 {
 	uint32_t count = cache_list_count(tc, cls);
 	if (keep == 0) {
-		list_give_all(tc, cls);
+		list_give_all(tc, cls, &tc->spares);
 		count = 0;
 	} else if (count > keep) {
 		void **last = tc->head[cls];
 		for (uint32_t k = 1; k < keep; k++)
 			last = last[0];
-		central_give(cls, last[0], count - keep, 0);
+		central_give(cls, last[0], count - keep, 0, &tc->spares);
 		last[0] = NULL;
 		count = keep;
 	}
@@ -266,7 +269,7 @@ static void cache_keep_budget(struct pa_tcache *tc)
 		list_keep(tc, cls, cache_list_count(tc, cls) / 2, max > 2 ? max / 2 : 1);
 	}
 	while (tc->nlarge > 0 && cache_held(tc) > allowance)
-		large_release(cache_slot_remove(tc, 0));
+		large_release(cache_slot_remove(tc, 0), &tc->spares);
 	claim_note(tc, cache_held(tc));
 }
 
@@ -294,7 +297,7 @@ void *cache_alloc_slow(unsigned cls)
 	void *head;
 	if (tc == NULL || tc == &cache_gone) {
 		/* No cache: one object straight from the central list. */
-		if (central_take(cls, 1, &head, NULL, NULL) == 0)
+		if (central_take(cls, 1, &head, NULL, NULL, NULL) == 0)
 			return NULL;
 		((void **)head)[1] = NULL;
 		return head;
@@ -304,7 +307,8 @@ void *cache_alloc_slow(unsigned cls)
 	unsigned batch = central_batch(cls);
 	int carving = 0,
 	    few = __atomic_load_n(&registry_len, __ATOMIC_RELAXED) <= CENTRAL_CARVE_SLOTS;
-	unsigned n = central_take(cls, max < batch ? max : batch, &head, tc, few ? &carving : NULL);
+	unsigned n = central_take(cls, max < batch ? max : batch, &head, tc, few ? &carving : NULL,
+	                          &tc->spares);
 	if (carving)
 		tc->carving[cls / 64] |= (uint64_t)1 << (cls % 64);
 	if (n == 0)
@@ -339,7 +343,7 @@ void cache_free_slow(unsigned cls, void *p)
 	void **o = p;
 	if (tc == NULL || tc == &cache_gone) {
 		o[0] = NULL;
-		central_give(cls, o, 1, 0);
+		central_give(cls, o, 1, 0, NULL);
 		return;
 	}
 	o[0] = tc->head[cls];
@@ -366,7 +370,7 @@ void cache_free_slow(unsigned cls, void *p)
 			last = last[0];
 		void *rest = last[0];
 		last[0] = NULL;
-		central_give(cls, tc->head[cls], n, 1);
+		central_give(cls, tc->head[cls], n, 1, &tc->spares);
 		tc->head[cls] = rest;
 		count -= n;
 	}

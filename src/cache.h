@@ -56,14 +56,6 @@
 #define PA_LARGE_SLOT_MAX_PAGES 128u  /* 1 MiB */
 #define PA_LARGE_SLOTS_MAX_PAGES 256u /* 2 MiB */
 
-/* Span records a thread cache keeps for reuse, moved to and from the
- * record pool half of them at a time: span_new and span_delete take the
- * pool's lock, which every thread that makes or retires spans shares, once
- * per 4 records (wl-prodcons, whose producers make the spans its consumers
- * retire: 7.6% of its CPU in meta_alloc, most of it on that lock). They
- * count as live records of the pool. */
-#define PA_TC_SPARE_SPANS 8u
-
 /* A list's bound, in batches, once slow start has brought it to a batch.
  * Each overflow or underflow past it moves a batch through the central
  * stash, where another thread may take it: objects of two threads then sit
@@ -118,8 +110,8 @@ struct pa_tcache {
 	size_t bound_bytes;              /* the lists' bounds in bytes: sum of max * size */
 	int8_t swing[PA_SC_NUM_CLASSES]; /* refills less overflows since the bound last
 	                                  * moved past PA_TC_LIST_BATCHES batches */
-	uint32_t nspare;                 /* spare[0, nspare): free span records */
-	struct pa_span *spare[PA_TC_SPARE_SPANS];
+	struct pa_span_spares spares;    /* free span records (span.h), handed to
+	                                  * whoever makes or retires a span */
 	/* Classes in whose carve slots this cache may be (central_take): bit
 	 * cls of word cls / 64; central_uncarve them when it is released. */
 	uint64_t carving[(PA_SC_NUM_CLASSES + 63) / 64];
@@ -143,6 +135,13 @@ static inline struct pa_tcache *cache_real(void)
 {
 	struct pa_tcache *tc = cache_self;
 	return tc->max[1] != 0 ? tc : NULL;
+}
+
+/* tc's spare span records, for span_new and span_delete: NULL when tc is
+ * NULL (the calling thread has no cache: cache_real). */
+static inline struct pa_span_spares *cache_spares(struct pa_tcache *tc)
+{
+	return tc != NULL ? &tc->spares : NULL;
 }
 
 /* Objects on tc's list of cls: exact in tc's own thread, an estimate in

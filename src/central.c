@@ -100,22 +100,23 @@ static void list_remove(struct pa_span *s)
 	s->prevnext = NULL;
 }
 
-/* A new empty span of class cls, listed; lock held. NULL when out of memory. */
-static struct pa_span *grow_locked(struct pa_central *c, unsigned cls)
+/* A new empty span of class cls, listed, its record from sp (span.h); lock
+ * held. NULL when out of memory. */
+static struct pa_span *grow_locked(struct pa_central *c, unsigned cls, struct pa_span_spares *sp)
 {
-	struct pa_span *s = span_new(cls);
+	struct pa_span *s = span_new(cls, sp);
 	if (s == NULL)
 		return NULL;
 	uintptr_t base = pages_alloc(pa_sizeclasses[cls].pages, NULL);
 	if (base == 0) {
-		span_delete(s);
+		span_delete(s, sp);
 		return NULL;
 	}
 	if (vg_active())
 		VALGRIND_MAKE_MEM_NOACCESS((void *)base, pa_sizeclasses[cls].pages * PA_PAGE_SIZE);
 	if (span_init_small(s, cls, base) != 0) {
 		pages_free(base, pa_sizeclasses[cls].pages);
-		span_delete(s);
+		span_delete(s, sp);
 		errno = ENOMEM;
 		return NULL;
 	}
@@ -206,10 +207,10 @@ static int carved(const struct pa_central *c, const struct pa_span *s)
 /* The span to take from next for a refill (central.h); lock held. NULL:
  * out of memory. *carving: whether owner holds a slot afterwards. */
 static struct pa_span *take_span(struct pa_central *c, unsigned cls, const void *owner,
-                                 int *carving)
+                                 int *carving, struct pa_span_spares *sp)
 {
 	if (carving == NULL)
-		return c->partial != NULL ? c->partial : grow_locked(c, cls);
+		return c->partial != NULL ? c->partial : grow_locked(c, cls, sp);
 	unsigned mine = CENTRAL_CARVE_SLOTS, idle = CENTRAL_CARVE_SLOTS;
 	for (unsigned k = 0; k < CENTRAL_CARVE_SLOTS; k++) {
 		if (c->carve[k].owner == owner)
@@ -231,9 +232,9 @@ static struct pa_span *take_span(struct pa_central *c, unsigned cls, const void 
 		s = s->next;
 	if (idle == CENTRAL_CARVE_SLOTS) {
 		*carving = 0; /* every slot is another cache's: share */
-		return s != NULL ? s : c->partial != NULL ? c->partial : grow_locked(c, cls);
+		return s != NULL ? s : c->partial != NULL ? c->partial : grow_locked(c, cls, sp);
 	}
-	if (s == NULL && (s = grow_locked(c, cls)) == NULL) {
+	if (s == NULL && (s = grow_locked(c, cls, sp)) == NULL) {
 		carve_clear(c, idle);
 		*carving = 0;
 		return NULL;
@@ -244,7 +245,8 @@ static struct pa_span *take_span(struct pa_central *c, unsigned cls, const void 
 	return s;
 }
 
-unsigned central_take(unsigned cls, unsigned n, void **head, const void *owner, int *carving)
+unsigned central_take(unsigned cls, unsigned n, void **head, const void *owner, int *carving,
+                      struct pa_span_spares *sp)
 {
 	struct pa_central *c = &central[cls];
 	void *list = NULL, **tail = &list;
@@ -256,7 +258,7 @@ unsigned central_take(unsigned cls, unsigned n, void **head, const void *owner, 
 		return n;
 	}
 	while (got < n) {
-		struct pa_span *s = take_span(c, cls, owner, carving);
+		struct pa_span *s = take_span(c, cls, owner, carving, sp);
 		if (s == NULL)
 			break;
 		got += take_from(c, s, n - got < s->nfree ? n - got : s->nfree, &tail);
@@ -285,10 +287,10 @@ void central_uncarve(unsigned cls, const void *owner)
 	lock_release(&central[cls].lock);
 }
 
-/* Every object of s is back: give its pages to the heap; lock held. Pages
- * the sweep released go back as resident ones (they read as zero; the
- * scavenger releases them again in its own time). */
-static void retire_locked(struct pa_central *c, struct pa_span *s)
+/* Every object of s is back: give its pages to the heap and its record to
+ * sp (span.h); lock held. Pages the sweep released go back as resident ones
+ * (they read as zero; the scavenger releases them again in its own time). */
+static void retire_locked(struct pa_central *c, struct pa_span *s, struct pa_span_spares *sp)
 {
 	if (s->prevnext != NULL)
 		list_remove(s);
@@ -302,11 +304,11 @@ static void retire_locked(struct pa_central *c, struct pa_span *s)
 	pages_free(span_base(s), s->npages);
 	if (vg_active() && s->vg_sizes != NULL) /* a long record (span.h) */
 		os_unmap(s->vg_sizes, span_objects(s) * sizeof(uint32_t));
-	span_delete(s);
+	span_delete(s, sp);
 }
 
 /* Give n objects, linked from head, back to their spans; lock held. */
-static void give_locked(struct pa_central *c, void *head, unsigned n)
+static void give_locked(struct pa_central *c, void *head, unsigned n, struct pa_span_spares *sp)
 {
 	uint32_t now = pages_epoch();
 	struct pa_span *s = NULL;
@@ -336,7 +338,7 @@ static void give_locked(struct pa_central *c, void *head, unsigned n)
 		if (i < s->scan)
 			s->scan = (uint16_t)i;
 		if (++s->nfree == span_objects(s)) {
-			retire_locked(c, s);
+			retire_locked(c, s, sp);
 			s = NULL;
 		} else if (s->prevnext == NULL) {
 			list_push(c, s);
@@ -345,14 +347,14 @@ static void give_locked(struct pa_central *c, void *head, unsigned n)
 	c->out -= n;
 }
 
-void central_give(unsigned cls, void *head, unsigned n, int stash)
+void central_give(unsigned cls, void *head, unsigned n, int stash, struct pa_span_spares *sp)
 {
 	struct pa_central *c = &central[cls];
 	lock_acquire(&c->lock);
 	if (stash && n == central_batch(cls) && c->nstash < stash_cap(cls))
 		stash_push(central_stash[cls], &c->nstash, head);
 	else
-		give_locked(c, head, n);
+		give_locked(c, head, n, sp);
 	lock_release(&c->lock);
 }
 
@@ -405,7 +407,7 @@ void central_large_stashed(size_t *spans, size_t *pages)
 
 /* Stashed large spans to the page heap, as central_stash_drain says; the
  * page heap's work after the stash's lock is released. Returns spans. */
-static size_t large_stash_drain(int all)
+static size_t large_stash_drain(int all, struct pa_span_spares *sp)
 {
 	void *out[CENTRAL_LARGE_STASH_MAX];
 	size_t moved = 0;
@@ -417,15 +419,15 @@ static size_t large_stash_drain(int all)
 		uint32_t n = stash_cut_oldest(st->span, &st->n, &st->low, all, out);
 		lock_release(&st->lock);
 		for (uint32_t k = 0; k < n; k++) /* the oldest first */
-			large_release(out[k]);
+			large_release(out[k], sp);
 		moved += n;
 	}
 	return moved;
 }
 
-size_t central_stash_drain(int all)
+size_t central_stash_drain(int all, struct pa_span_spares *sp)
 {
-	size_t moved = large_stash_drain(all);
+	size_t moved = large_stash_drain(all, sp);
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
 		struct pa_central *c = &central[cls];
 		if (__atomic_load_n(&c->nstash, __ATOMIC_RELAXED) == 0)
@@ -436,7 +438,7 @@ size_t central_stash_drain(int all)
 		uint32_t n =
 		    stash_cut_oldest(central_stash[cls], &c->nstash, &c->stash_low, all, out);
 		for (uint32_t k = 0; k < n; k++) /* the oldest first */
-			give_locked(c, out[k], batch);
+			give_locked(c, out[k], batch, sp);
 		lock_release(&c->lock);
 		moved += (size_t)n * batch;
 	}
@@ -542,14 +544,15 @@ static size_t free_in_spans(void)
 	return bytes;
 }
 
-size_t central_sweep_background(uint32_t now, uint32_t min_age, int heap_busy)
+size_t central_sweep_background(uint32_t now, uint32_t min_age, int heap_busy,
+                                struct pa_span_spares *sp)
 {
 	/* Stashed batches unused for a decay period go to their spans (which
 	 * may empty and go to the page heap, for the scavenger). */
 	static uint32_t last_decay;
 	if ((uint32_t)(now - last_decay) >= CENTRAL_STASH_DECAY_MS) {
 		last_decay = now;
-		central_stash_drain(0);
+		central_stash_drain(0, sp);
 	}
 	if (heap_busy)
 		return 0;

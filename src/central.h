@@ -24,6 +24,7 @@
 #include "sizeclass_table.h"
 
 struct pa_span;
+struct pa_span_spares;
 
 /* Objects per batch moved between a thread cache and the central list:
  * 16 KiB worth, at least 1 and at most 32. */
@@ -98,8 +99,12 @@ extern struct pa_central central[PA_SC_NUM_CLASSES] PA_HIDDEN;
  * of them (cache.c): with more threads than slots most share anyway, and
  * the slots' spans, skipped by the others, cost memory (wl-threads, 64
  * threads: 1.3 MiB more).
+ *
+ * sp, here and below: the calling thread's spare span records (span.h), or
+ * NULL, for the spans made or retired on the way.
  */
-unsigned central_take(unsigned cls, unsigned n, void **head, const void *owner, int *carving);
+unsigned central_take(unsigned cls, unsigned n, void **head, const void *owner, int *carving,
+                      struct pa_span_spares *sp);
 
 /* owner lets go of its carve slot in class cls; the _held form with the
  * class's lock held, or in fork's child, where only the caller runs. */
@@ -111,7 +116,7 @@ void central_uncarve_held(unsigned cls, const void *owner);
  * the stash while it has room. An object whose span says it is free
  * already is reported as a double free (abort; a stashed one when its
  * batch goes to the spans). */
-void central_give(unsigned cls, void *head, unsigned n, int stash);
+void central_give(unsigned cls, void *head, unsigned n, int stash, struct pa_span_spares *sp);
 
 /* Objects of class cls in its stash (racy: for the stats). */
 size_t central_stashed(unsigned cls);
@@ -147,7 +152,7 @@ void central_large_stashed(size_t *spans, size_t *pages);
  * large spans to the page heap: all of them (all != 0), or those the stash
  * kept unused since the previous call (the fewest it held meanwhile:
  * jemalloc's and tcmalloc's low-water mark). Returns objects moved. */
-size_t central_stash_drain(int all);
+size_t central_stash_drain(int all, struct pa_span_spares *sp);
 
 /*
  * Release the 4 KiB pages inside partly free spans that hold no object out
@@ -159,12 +164,13 @@ size_t central_stash_drain(int all);
  */
 size_t central_sweep(uint32_t now, uint32_t min_age, unsigned max_spans);
 
-/* The scavenger's hook (pages_set_sweep), at every wake: the stashes'
- * decay (central_stash_drain(0)) every CENTRAL_STASH_DECAY_MS; and, unless
- * heap_busy, a central_sweep step of a few spans when free objects in spans
- * are a large enough share of the heap's pages in use to be worth
- * splitting huge pages for. */
-size_t central_sweep_background(uint32_t now, uint32_t min_age, int heap_busy);
+/* What the scavenger's hook (malloc.c's, pages_set_sweep) does at every
+ * wake: the stashes' decay (central_stash_drain(0)) every
+ * CENTRAL_STASH_DECAY_MS; and, unless heap_busy, a central_sweep step of a
+ * few spans when free objects in spans are a large enough share of the
+ * heap's pages in use to be worth splitting huge pages for. */
+size_t central_sweep_background(uint32_t now, uint32_t min_age, int heap_busy,
+                                struct pa_span_spares *sp);
 
 /* Bytes of span pages the sweep released and no object has touched since. */
 size_t central_released_bytes(void);

@@ -19,6 +19,11 @@ typedef struct {
 		0                                                                                  \
 	}
 
+/* The phases of fork() around which a module takes its locks (prepare, in
+ * the parent before the fork), releases them (parent, after it) or resets
+ * them (child, where only the forking thread runs). */
+enum pa_fork_phase { PA_FORK_PREPARE, PA_FORK_PARENT, PA_FORK_CHILD };
+
 void lock_slow(pa_lock *l);
 void lock_wake(pa_lock *l);
 

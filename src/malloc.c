@@ -58,6 +58,13 @@ static void fork_child(void)
 	central_reset_locks();
 }
 
+/* The scavenger's hook (pages_set_sweep), with the calling thread's spare
+ * span records for the spans the stashes' decay retires. */
+static size_t malloc_background(uint32_t now, uint32_t min_age, int heap_busy)
+{
+	return central_sweep_background(now, min_age, heap_busy, cache_spares(cache_real()));
+}
+
 /* Under the page heap's init lock (pages_once): nothing here allocates. */
 static int malloc_init_locked(void)
 {
@@ -71,7 +78,7 @@ static int malloc_init_locked(void)
 	if (vg_on)
 		(void)pages_alloc_quiet(1);
 	pages_set_fork_hooks(fork_prepare, fork_parent, fork_child);
-	pages_set_sweep(central_sweep_background);
+	pages_set_sweep(malloc_background);
 	return 0;
 }
 
@@ -152,13 +159,14 @@ static void *large_alloc_pages(size_t n, size_t align, int zero)
 			((void **)span_base(s))[1] = NULL; /* its free-key */
 		return (void *)span_base(s);
 	}
-	s = span_new(0);
+	struct pa_span_spares *sp = cache_spares(cache_real());
+	s = span_new(0, sp);
 	if (s == NULL)
 		goto nomem;
 	size_t scav = 0, total = npages + extra;
 	uintptr_t raw = pages_alloc(total, &scav);
 	if (raw == 0) {
-		span_delete(s);
+		span_delete(s, sp);
 		goto nomem;
 	}
 	uintptr_t base = PA_ALIGN_UP(raw, align), end = base + npages * PA_PAGE_SIZE;
@@ -175,7 +183,7 @@ static void *large_alloc_pages(size_t n, size_t align, int zero)
 	span_bit_set(s, 0, 1);
 	if (pagemap_set(base, 1, s) != 0) {
 		pages_free(base, npages);
-		span_delete(s);
+		span_delete(s, sp);
 		goto nomem;
 	}
 	cache_count_large(1, (int64_t)npages);
@@ -202,12 +210,12 @@ nomem:
 	return NULL;
 }
 
-void large_release(struct pa_span *s)
+void large_release(struct pa_span *s, struct pa_span_spares *sp)
 {
 	size_t npages = s->npages;
 	uintptr_t base = span_base(s);
 	pagemap_set(base, 1, NULL);
-	span_delete(s);
+	span_delete(s, sp);
 	cache_count_large(-1, -(int64_t)npages);
 	pages_free(base, npages);
 }
@@ -216,7 +224,7 @@ static void __attribute__((noinline)) large_free(struct pa_span *s)
 {
 	int saved = errno;
 	if (!cache_large_put(s))
-		large_release(s);
+		large_release(s, cache_spares(cache_real()));
 	errno = saved;
 }
 
@@ -626,7 +634,7 @@ void pa_thread_cache_flush(void)
 {
 	/* The stashes first: spans they empty leave their records in this
 	 * thread's spares, which the cache's flush gives back. */
-	central_stash_drain(1);
+	central_stash_drain(1, cache_spares(cache_real()));
 	cache_flush_self();
 }
 

@@ -1,6 +1,6 @@
 /*
  * malloc_internal.h — what malloc.c shares with malloc_stats.c and the
- * modules it drives (fork phases).
+ * modules it drives.
  */
 #ifndef PA_MALLOC_INTERNAL_H
 #define PA_MALLOC_INTERNAL_H
@@ -15,12 +15,9 @@
 extern size_t large_held_objects PA_HIDDEN, large_held_pages PA_HIDDEN;
 
 struct pa_span;
-/* Give large span s's pages back to the page heap and drop its record. */
-void large_release(struct pa_span *s);
-
-enum pa_fork_phase { PA_FORK_PREPARE, PA_FORK_PARENT, PA_FORK_CHILD };
-
-/* The span record pool's and the page map's locks around fork. */
-void span_fork(enum pa_fork_phase phase);
+struct pa_span_spares;
+/* Give large span s's pages back to the page heap and drop its record (into
+ * sp, the calling thread's spare records, or the pool when NULL). */
+void large_release(struct pa_span *s, struct pa_span_spares *sp);
 
 #endif

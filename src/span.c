@@ -4,8 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "cache.h"
-#include "malloc_internal.h"
+#include "lock.h"
 #include "meta.h"
 #include "msg.h"
 #include "os.h"
@@ -45,26 +44,24 @@ static inline void zero_short(struct pa_span *s)
 	w[3] = z;
 }
 
-/* A zeroed record: for a short one the calling thread's spare if it has one,
- * else the pool's (half a cache's worth of spares at a time). */
-struct pa_span *span_new(unsigned cls)
+/* A zeroed record: for a short one a spare of sp if it is not NULL, else
+ * the pool's (half of PA_SPAN_SPARES at a time). */
+struct pa_span *span_new(unsigned cls, struct pa_span_spares *sp)
 {
 	struct pa_span *s;
-	struct pa_tcache *tc;
 	if (span_long(cls)) {
 		s = meta_alloc(&span_pool_long);
-	} else if ((tc = cache_real()) == NULL) {
+	} else if (sp == NULL) {
 		s = meta_alloc(&span_pool);
 	} else {
-		if (tc->nspare == 0) {
-			tc->nspare =
-			    meta_alloc_n(&span_pool, (void **)tc->spare, PA_TC_SPARE_SPANS / 2);
-			if (tc->nspare == 0) {
+		if (sp->n == 0) {
+			sp->n = meta_alloc_n(&span_pool, (void **)sp->rec, PA_SPAN_SPARES / 2);
+			if (sp->n == 0) {
 				errno = ENOMEM;
 				return NULL;
 			}
 		}
-		s = tc->spare[--tc->nspare];
+		s = sp->rec[--sp->n];
 		zero_short(s);
 	}
 	if (s != NULL)
@@ -72,32 +69,32 @@ struct pa_span *span_new(unsigned cls)
 	return s;
 }
 
-/* A short record into the calling thread's spares; when they are full, the
- * older half goes back to the pool first. */
-void span_delete(struct pa_span *s)
+/* A short record into sp, if it is not NULL; when sp is full, its older
+ * half goes back to the pool first. */
+void span_delete(struct pa_span *s, struct pa_span_spares *sp)
 {
 	if (span_long(s->cls)) {
 		meta_free(&span_pool_long, s);
 		return;
 	}
-	struct pa_tcache *tc = cache_real();
-	if (tc == NULL) {
+	if (sp == NULL) {
 		meta_free(&span_pool, s);
 		return;
 	}
-	if (tc->nspare == PA_TC_SPARE_SPANS) {
-		const unsigned half = PA_TC_SPARE_SPANS / 2;
-		meta_free_n(&span_pool, (void *const *)tc->spare, half);
-		for (unsigned k = half; k < PA_TC_SPARE_SPANS; k++)
-			tc->spare[k - half] = tc->spare[k];
-		tc->nspare -= half;
+	if (sp->n == PA_SPAN_SPARES) {
+		const unsigned half = PA_SPAN_SPARES / 2;
+		meta_free_n(&span_pool, (void *const *)sp->rec, half);
+		for (unsigned k = half; k < PA_SPAN_SPARES; k++)
+			sp->rec[k - half] = sp->rec[k];
+		sp->n -= half;
 	}
-	tc->spare[tc->nspare++] = s;
+	sp->rec[sp->n++] = s;
 }
 
-void span_spares_free(struct pa_span **spare, unsigned n)
+void span_spares_free(struct pa_span_spares *sp)
 {
-	meta_free_n(&span_pool, (void *const *)spare, n);
+	meta_free_n(&span_pool, (void *const *)sp->rec, sp->n);
+	sp->n = 0;
 }
 
 int span_init_small(struct pa_span *s, unsigned cls, uintptr_t base)

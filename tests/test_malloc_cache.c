@@ -432,7 +432,7 @@ static void *spares_thread(void *arg)
 static void span_records_move_four_at_a_time(void **state)
 {
 	(void)state;
-	TU_EQ(PA_TC_SPARE_SPANS, 8);
+	TU_EQ(PA_SPAN_SPARES, 8);
 	struct spares r;
 	run_in_thread(spares_thread, &r);
 	TU_EQ(r.first, 4);
@@ -452,7 +452,7 @@ static uintptr_t closest_pair(unsigned cls)
 {
 	struct pa_span *r[NRECS];
 	for (unsigned k = 0; k < NRECS; k++) {
-		r[k] = span_new(cls);
+		r[k] = span_new(cls, cache_spares(cache_real()));
 		assert_non_null(r[k]);
 		TU_EQ(r[k]->cls, cls);
 		TU_EQ(r[k]->next, NULL);
@@ -463,7 +463,7 @@ static uintptr_t closest_pair(unsigned cls)
 			if (r[j] > r[i] && (uintptr_t)r[j] - (uintptr_t)r[i] < gap)
 				gap = (uintptr_t)r[j] - (uintptr_t)r[i];
 	for (unsigned k = 0; k < NRECS; k++)
-		span_delete(r[k]);
+		span_delete(r[k], cache_spares(cache_real()));
 	return gap;
 }
 
@@ -637,18 +637,18 @@ static void *decay_thread(void *arg)
 	size_t *moved = arg;
 	unsigned cls = pa_size_to_class(32768);
 	static void *a[8];
-	central_stash_drain(1);
+	central_stash_drain(1, cache_spares(cache_real()));
 	for (int k = 0; k < 8; k++)
 		a[k] = pa_malloc(32768);
 	for (int k = 0; k < 8; k++)
-		pa_free(a[k]);             /* PA_TC_LIST_BATCHES (4) in the list, 4 stashed */
-	moved[0] = central_stash_drain(0); /* a period starts: 0 */
+		pa_free(a[k]); /* PA_TC_LIST_BATCHES (4) in the list, 4 stashed */
+	moved[0] = central_stash_drain(0, cache_spares(cache_real())); /* a period starts: 0 */
 	for (unsigned k = 0; k < PA_TC_LIST_BATCHES; k++)
 		a[k] = pa_malloc(32768); /* from the list */
 	/* The list is empty: a stashed one (3 left). */
 	a[PA_TC_LIST_BATCHES] = pa_malloc(32768);
 	moved[1] = central_stashed(cls);
-	moved[2] = central_stash_drain(0); /* 3: none used since */
+	moved[2] = central_stash_drain(0, cache_spares(cache_real())); /* 3: none used since */
 	moved[3] = central_stashed(cls);
 	for (unsigned k = 0; k <= PA_TC_LIST_BATCHES; k++)
 		pa_free(a[k]);
@@ -725,7 +725,7 @@ static void *large_taker(void *arg)
 static void a_large_block_let_go_by_full_slots_serves_another_thread(void **state)
 {
 	(void)state;
-	central_stash_drain(1);
+	central_stash_drain(1, cache_spares(cache_real()));
 	struct large_run r;
 	run_in_thread(large_giver, &r);
 	TU_EQ(r.stashed_spans, 1);
@@ -766,7 +766,7 @@ static void *large_cap_thread(void *arg)
 static void the_large_stash_holds_at_most_one_mib_of_a_page_count(void **state)
 {
 	(void)state;
-	central_stash_drain(1);
+	central_stash_drain(1, cache_spares(cache_real()));
 	size_t got[5];
 	run_in_thread(large_cap_thread, got);
 	TU_EQ(got[0], 8);
@@ -783,17 +783,17 @@ static void *large_decay_thread(void *arg)
 {
 	struct large_run *r = arg;
 	size_t *moved = (size_t *)r->b; /* b[] reused for the counts */
-	central_stash_drain(1);
+	central_stash_drain(1, cache_spares(cache_real()));
 	for (int k = 0; k < 7; k++)
 		r->a[k] = pa_malloc(LS_SIZE);
 	for (int k = 0; k < 7; k++)
-		pa_free(r->a[k]);          /* slots: a[3..6]; stash: a[0..2] */
-	moved[0] = central_stash_drain(0); /* a period starts: 0 */
+		pa_free(r->a[k]); /* slots: a[3..6]; stash: a[0..2] */
+	moved[0] = central_stash_drain(0, cache_spares(cache_real())); /* a period starts: 0 */
 	void *c[5];
 	for (int k = 0; k < 5; k++)
 		c[k] = pa_malloc(LS_SIZE); /* four from the slots, then a[2] */
 	moved[1] = large_stash_spans();
-	moved[2] = central_stash_drain(0); /* 2: none used since */
+	moved[2] = central_stash_drain(0, cache_spares(cache_real())); /* 2: none used since */
 	moved[3] = large_stash_spans();
 	moved[4] = c[4] == r->a[2];
 	for (int k = 0; k < 5; k++)

@@ -122,7 +122,7 @@ static void small_double_free_while_its_batch_is_stashed(void)
 static void small_double_free_after_a_cache_overflow(void)
 {
 	void *p = overflow_with();
-	central_stash_drain(1);
+	central_stash_drain(1, cache_spares(cache_real()));
 	if (!span_has_it_free(p))
 		setup_failed();
 	pa_free(set_ptr(p));
