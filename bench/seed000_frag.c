@@ -1,7 +1,8 @@
 /*
  * seed000_frag.c — seed 000's fragmentation examples, on pa_malloc.
  *
- * The article (Go 1.21, docs in /work/shared/seeds/000_*.txt) allocates 2^20
+ * The article (an account of memory fragmentation in Go 1.21's non-moving
+ * allocator: size classes, runtime.ReadMemStats, four examples) allocates 2^20
  * 16-byte objects one by one, keeps every 512th and drops the rest: each
  * 8 KiB page of the 16-byte class then holds a single live object, so 16 MiB
  * stay in use for 32 KiB of data. pa_malloc has the same shape (small objects

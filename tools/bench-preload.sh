@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Real programs on each malloc, preloaded: wall time, CPU time and peak RSS
-# of the jobs of tests/preload/matrix.sh (docs: /work/shared/BENCHMARKING.md).
+# of the jobs of tests/preload/matrix.sh, the allocators side by side.
 #
 #   tools/bench-preload.sh [--runs N] [--jobs "JOB ..."] [--build DIR] [--out DIR]
 #
@@ -16,7 +16,8 @@
 # "wall s / CPU s / peak RSS MiB"; a job that failed on an allocator in any
 # round (matrix.sh --run exited nonzero) shows "fails". Inputs are made once, before the first round.
 # Into DIR (default bench-results/): preload.md (also printed) and
-# preload-raw.txt (every program's line, with round, job and allocator).
+# preload-raw.txt (every program's line, with round, job and allocator); this
+# script runs the jobs and writes the raw file, tools/report.py the table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,6 +41,10 @@ while [ $# -gt 0 ]; do
 done
 [ -x /usr/bin/time ] || {
 	echo "bench-preload: /usr/bin/time is missing: apt-get install time" >&2
+	exit 1
+}
+command -v python3 >/dev/null || {
+	echo "bench-preload: python3 is missing (tools/report.py writes the report): apt-get install python3" >&2
 	exit 1
 }
 
@@ -84,57 +89,20 @@ for ((r = 1; r <= runs; r++)); do
 			status=ok
 			PA_TIME_FILE=$work/time bash "$matrix" --run "$job" "$work/$job" \
 				"$(program_for "$job")" "${env[@]}" >/dev/null 2>"$work/err" || status=fail
-			awk -v r="$r" -v j="$job" -v a="$name" -v s="$status" \
-				'/^[0-9]/ { print "round=" r, "job=" j, "alloc=" a, "status=" s, $0 }' \
+			# /usr/bin/time's lines only (not its "Command exited with ..." notes)
+			sed -n "/^[0-9]/s/^/round=$r job=$job alloc=$name status=$status /p" \
 				"$work/time" >>"$raw"
 		done
 	done
 	echo "bench-preload: round $r of $runs done" >&2
 done
 
-# Per (job, alloc, round): sum wall, sum CPU, max RSS; then medians.
-table=$(awk -v names="${names[*]}" -v jobs="$jobs" '
-	function median(list,   m, v, i, j, t) {
-		m = split(list, v, " ")
-		for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
-			if (v[j] + 0 < v[i] + 0) { t = v[i]; v[i] = v[j]; v[j] = t }
-		return m % 2 ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
-	}
-	{
-		split($1, R, "="); split($2, J, "="); split($3, A, "="); split($4, S, "=")
-		k = J[2] SUBSEP A[2] SUBSEP R[2]
-		wall[k] += $5; cpu[k] += $6 + $7; if ($8 > rss[k]) rss[k] = $8
-		if (S[2] != "ok") bad[J[2] SUBSEP A[2]] = 1
-		seen[k] = 1
-	}
-	END {
-		na = split(names, N, " "); nj = split(jobs, JB, " ")
-		printf "| program |"; for (i = 1; i <= na; i++) printf " %s |", N[i]; print ""
-		printf "| --- |"; for (i = 1; i <= na; i++) printf " ---: |"; print ""
-		for (j = 1; j <= nj; j++) {
-			printf "| %s |", JB[j]
-			for (i = 1; i <= na; i++) {
-				w = c = m = ""
-				for (k in seen) {
-					split(k, P, SUBSEP)
-					if (P[1] == JB[j] && P[2] == N[i]) { w = w " " wall[k]; c = c " " cpu[k]; m = m " " rss[k] }
-				}
-				if ((JB[j] SUBSEP N[i]) in bad) printf " fails |"
-				else if (w == "") printf " - |"
-				else printf " %.2f / %.2f / %.1f |", median(w), median(c), median(m) / 1024
-			}
-			print ""
-		}
-	}' "$raw")
-
-{
-	echo "# Real programs on each malloc (tools/bench-preload.sh)"
-	echo
+# What this script saw of the run; tools/report.py adds the table: per job and
+# allocator the medians over the rounds of the summed times and the peak RSS.
+about() {
 	echo "$(date -u +%Y-%m-%d), $(nproc) CPUs ($(sed -n 's/^model name\t: //p' /proc/cpuinfo | head -n 1)),"
 	echo "$(uname -sr), glibc $(ldd --version | sed -n '1s/.* //p'); $runs rounds, median;"
-	echo "each cell: wall s / CPU s (user + system) / peak RSS MiB, summed over the job's programs"
-	echo "(RSS: the largest). Jobs: tests/preload/matrix.sh."
-	echo
-	echo "$table"
-} >"$out/preload.md"
+}
+about | python3 tools/report.py preload --raw "$raw" --allocs "${names[*]}" --jobs "$jobs" \
+	>"$out/preload.md"
 cat "$out/preload.md"

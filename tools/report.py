@@ -147,60 +147,71 @@ def is_figure(key):
     return re.search(r"(_s|_mib|_ratio)$", key) is not None and not key.endswith("_per_s")
 
 
+class Figures:
+    """One figure's values per row (a workload's figure, a benchmark case) and
+    allocator, each from one repetition; medians, best peer and ratios."""
+
+    def __init__(self):
+        self.vals = {}  # (row, alloc) -> [values], in the order added
+        self.byrep = {}  # (row, alloc) -> {repetition: value}
+
+    def add(self, row, alloc, rep, x):
+        self.vals.setdefault((row, alloc), []).append(x)
+        self.byrep.setdefault((row, alloc), {})[rep] = x
+
+    def median(self, row, alloc):
+        return median(self.vals.get((row, alloc), []))
+
+    def best(self, row, allocs):
+        """The peer with the lowest median on ROW; None if no peer has one."""
+        best, best_value = None, None
+        for a in allocs:
+            m = self.median(row, a) if a != PA else None
+            if m is not None and (best is None or m < best_value):
+                best, best_value = a, m
+        return best
+
+    def ratio(self, row, peer):
+        """Median over the repetitions of pagealloc's value over PEER's; None if none."""
+        theirs = self.byrep.get((row, peer), {})
+        return median([kept(x / theirs[r]) for r, x in self.byrep.get((row, PA), {}).items()
+                       if theirs.get(r, 0) > 0])
+
+
 class Runs:
     """compare.sh's raw.txt: one line per run, "rep= wl= alloc=" and figures,
-    or "fail=1" for a run that failed."""
+    or "fail=1" for a run that failed. Rows of the figures: (workload, key)."""
 
     def __init__(self, lines, allocs, workloads):
         self.allocs = allocs
         self.workloads = workloads
         self.has_pa = PA in allocs
-        self.vals = {}  # (workload, key, alloc) -> [values], in the file's order
-        self.byrep = {}  # (workload, key, alloc, rep) -> value
+        self.figures = Figures()
         self.keys = {}  # workload -> its figures' keys, in order of appearance
         self.failed = {}  # (workload, alloc) -> failed runs
         self.failures = 0
-        self.nrep = 0
         for line in lines:
             f = parse_words(line)
             w, a, r = f.get("wl", ""), f.get("alloc", ""), int(number(f.get("rep", "0")))
-            self.nrep = max(self.nrep, r)
             if "fail" in f:
                 self.failed[w, a] = self.failed.get((w, a), 0) + 1
                 self.failures += 1
                 continue
             for k, text in f.items():
-                if not is_figure(k):
-                    continue
-                keys = self.keys.setdefault(w, [])
-                if k not in keys:
-                    keys.append(k)
-                x = number(text)
-                self.vals.setdefault((w, k, a), []).append(x)
-                self.byrep[w, k, a, r] = x
+                if is_figure(k):
+                    keys = self.keys.setdefault(w, [])
+                    if k not in keys:
+                        keys.append(k)
+                    self.figures.add((w, k), a, r, number(text))
 
     def median(self, w, k, a):
-        return median(self.vals.get((w, k, a), []))
+        return self.figures.median((w, k), a)
 
     def best(self, w, k):
-        """The peer with the lowest median of K on W; None if no peer has one."""
-        best, best_value = None, None
-        for a in self.allocs:
-            if a == PA:
-                continue
-            m = self.median(w, k, a)
-            if m is not None and (best is None or m < best_value):
-                best, best_value = a, m
-        return best
+        return self.figures.best((w, k), self.allocs)
 
     def ratio(self, w, k, peer):
-        """Median over the repetitions of pagealloc's K over PEER's; None if none."""
-        ratios = []
-        for r in range(1, self.nrep + 1):
-            mine, theirs = self.byrep.get((w, k, PA, r)), self.byrep.get((w, k, peer, r))
-            if mine is not None and theirs is not None and theirs > 0:
-                ratios.append(kept(mine / theirs))
-        return median(ratios)
+        return self.figures.ratio((w, k), peer)
 
     def best_ratio(self, w, k):
         """(best peer, pagealloc/best) for K on W, each None where there is none."""
@@ -274,15 +285,13 @@ def compare_targets(runs):
                        % (w, runs.failed[w, PA]))
             missed += 1
             continue
-        b = runs.best(w, "wall_s")
-        rb = runs.ratio(w, "wall_s", b)
+        b, rb = runs.best_ratio(w, "wall_s")
         if rb is not None:
             ok = judge(rb <= TIME_TARGET)
             out.append("- wl-%s time: pagealloc/%s = %.2f (target <= %.2f): %s"
                        % (w, b, rb, TIME_TARGET,
                           "met" if ok else "**missed** by " + pct(rb / TIME_TARGET)))
-        b = runs.best(w, "maxrss_mib")
-        rb = runs.ratio(w, "maxrss_mib", b)
+        b, rb = runs.best_ratio(w, "maxrss_mib")
         if rb is not None:
             ok = judge(rb <= RSS_TARGET)
             out.append("- wl-%s peak RSS: pagealloc %s MiB, best peer %s %s MiB, ratio %.2f "
@@ -327,13 +336,16 @@ def ratios_dat(runs):
     return out
 
 
-def gnuplot(script):
-    """Run gnuplot on SCRIPT; True if it succeeded."""
+def gnuplot(script, png):
+    """Run gnuplot on SCRIPT, which draws PNG; True if it succeeded (if it
+    failed, no PNG is left behind)."""
     try:
-        done = subprocess.run(["gnuplot"], input=script, text=True, check=False)
+        ok = subprocess.run(["gnuplot"], input=script, text=True, check=False).returncode == 0
     except OSError:
-        return False
-    return done.returncode == 0
+        ok = False
+    if not ok and os.path.exists(png):
+        os.remove(png)
+    return ok
 
 
 def plot_traces(out, allocs, w, title, png):
@@ -359,7 +371,7 @@ def plot_traces(out, allocs, w, title, png):
         "set key outside right",
         "set grid",
         "plot " + ",".join(series),
-    ]) + "\n")
+    ]) + "\n", png)
 
 
 def plot_ratios(data, png):
@@ -375,11 +387,10 @@ def plot_ratios(data, png):
         "set grid ytics",
         "set yrange [0:*]",
         "plot '%s' using 2:xtic(1) title 'wall time', '' using 3 title 'peak RSS', "
-        "%s with lines dt 2 lc rgb 'red' title 'time target %s', "
-        "%s with lines dt 3 lc rgb 'black' title 'RSS target %s'"
-        % (data, plain(TIME_TARGET), plain(TIME_TARGET), plain(RSS_TARGET),
-           "%.1f" % RSS_TARGET),
-    ]) + "\n")
+        "%s with lines dt 2 lc rgb 'red' title 'time target %.1f', "
+        "%s with lines dt 3 lc rgb 'black' title 'RSS target %.1f'"
+        % (data, plain(TIME_TARGET), TIME_TARGET, plain(RSS_TARGET), RSS_TARGET),
+    ]) + "\n", png)
 
 
 def compare_plots(runs, out):
@@ -406,6 +417,28 @@ def compare_plots(runs, out):
     return plots, notes
 
 
+COMPARE_TARGETS = """\
+pagealloc's median wall time <= {time:g}x the best peer's and its peak RSS <= the best peer's,
+for every workload; wl-cycle RSS/live <= {cycle:g} at the end of each 5 s pause after a free
+phase; wl-seed000 RSS <= glibc's at every step. Ratios: median of in-repetition ratios.
+""".format(time=TIME_TARGET, cycle=CYCLE_TARGET)
+
+COMPARE_MISSED = """\
+Why each missed target is missed (profiled), what was tried, and what would close it:
+docs/design.md (What is not done yet), with the measurements in docs/benchmarks.md
+sections 7-10. Single runs on this shared 2-vCPU VM move by 5-10% and more (wl-prodcons
+is bimodal), so a ratio within that of its target can flip between runs.
+"""
+
+COMPARE_FIGURES = """\
+wl-cycle: pauseN_ratio = RSS / live bytes at the end of pause N, settleN_s = seconds until
+RSS/live <= {cycle:g} (the pause length if never). wl-seed000: RSS (MiB) at each point after
+malloc_trim(0) where the allocator has one (glibc, pagealloc; not jemalloc, tcmalloc,
+mimalloc). wl-service: steady = mean RSS over the second half. wl-threads: RSS while all
+threads idle, at once (idle0) and after 2 s (idle), and after they exited (exit).
+""".format(cycle=CYCLE_TARGET)
+
+
 def compare_report(runs, out, command, elapsed, about, plots, plot_notes):
     """compare.md: the run, the targets, the tables, the plots."""
     r = ["# libpagealloc and its peers on whole programs", ""]
@@ -419,37 +452,13 @@ def compare_report(runs, out, command, elapsed, about, plots, plot_notes):
         r.append("- **%d run(s) FAILED** (exit status or self-check): see %s/runs/"
                  % (runs.failures, out))
     r += ["", "## Targets", ""]
-    r.append("pagealloc's median wall time <= %sx the best peer's and its peak RSS <= the "
-             "best peer's," % plain(TIME_TARGET))
-    r.append("for every workload; wl-cycle RSS/live <= %s at the end of each 5 s pause "
-             "after a free" % plain(CYCLE_TARGET))
-    r.append("phase; wl-seed000 RSS <= glibc's at every step. "
-             "Ratios: median of in-repetition ratios.")
-    r.append("")
-    r += compare_targets(runs)
-    r.append("")
-    r += [
-        "Why each missed target is missed (profiled), what was tried, and what would close it:",
-        "docs/design.md (What is not done yet), with the measurements in docs/benchmarks.md",
-        "sections 7-10. Single runs on this shared 2-vCPU VM move by 5-10% and more (wl-prodcons",
-        "is bimodal), so a ratio within that of its target can flip between runs.",
-        "",
-        "## Time and memory (from /usr/bin/time)",
-    ]
+    r += COMPARE_TARGETS.splitlines() + [""]
+    r += compare_targets(runs) + [""]
+    r += COMPARE_MISSED.splitlines() + [""]
+    r.append("## Time and memory (from /usr/bin/time)")
     r += compare_main(runs)
-    r += [
-        "",
-        "## Each workload's own figures (medians; lower is better)",
-        "",
-        "wl-cycle: pauseN_ratio = RSS / live bytes at the end of pause N, settleN_s = "
-        "seconds until",
-        "RSS/live <= %s (the pause length if never). wl-seed000: RSS (MiB) at each point after"
-        % plain(CYCLE_TARGET),
-        "malloc_trim(0) where the allocator has one (glibc, pagealloc; not jemalloc, tcmalloc,",
-        "mimalloc). wl-service: steady = mean RSS over the second half. wl-threads: RSS while "
-        "all",
-        "threads idle, at once (idle0) and after 2 s (idle), and after they exited (exit).",
-    ]
+    r += ["", "## Each workload's own figures (medians; lower is better)", ""]
+    r += COMPARE_FIGURES.splitlines()
     r += compare_detail(runs)
     if plots:
         r += ["", "## Plots", ""]
@@ -484,34 +493,23 @@ def pairs_table(lines, allocs):
     """ns per operation: per case (in the order first seen) and allocator the
     median over the rounds; then the best peer and the median over rounds of
     pagealloc/best taken inside each round."""
-    order, vals, byround = [], {}, {}
-    nrounds = 0
-    f = {}
+    order, figures = [], Figures()
     for line in lines:
-        # A word missing from a line keeps its value from the line before.
-        f.update(parse_words(line))
+        f = parse_words(line)
         key = (f.get("case", ""), f.get("size", ""), f.get("threads", ""))
         if key not in order:
             order.append(key)
-        a, rnd, x = f.get("alloc", ""), int(number(f.get("round", "0"))), number(f.get("ns_per_op", ""))
-        vals.setdefault((key, a), []).append(x)
-        byround[key, a, rnd] = x
-        nrounds = max(nrounds, rnd)
+        figures.add(key, f.get("alloc", ""), int(number(f.get("round", "0"))),
+                    number(f.get("ns_per_op", "")))
     out = table_head("case", allocs + ["best peer", "pagealloc/best"])
     for key in order:
         cells = []
-        best, best_value = None, None
         for a in allocs:
-            m = median(vals.get((key, a), []))
+            m = figures.median(key, a)
             cells.append("-" if m is None else "%.1f" % m)
-            if a != PA and m is not None and (best is None or m < best_value):
-                best, best_value = a, m
-        ratios = []
-        for rnd in range(1, nrounds + 1):
-            mine, theirs = byround.get((key, PA, rnd)), byround.get((key, best, rnd))
-            if mine is not None and theirs is not None and theirs > 0:
-                ratios.append(kept(mine / theirs))
-        cells += [best or "-", "%.2f" % median(ratios) if ratios else "-"]
+        best = figures.best(key, allocs)
+        r = figures.ratio(key, best) if best is not None else None
+        cells += [best or "-", "-" if r is None else "%.2f" % r]
         out.append("| %s |%s" % (case_label(*key), "".join(" %s |" % c for c in cells)))
     return out
 
@@ -550,7 +548,14 @@ def callgrind_total(path):
     return totals or summary
 
 
+MALLOC_PAIRS = """\
+pair: malloc+free of one size, first byte written; per-thread figures for 2 threads;
+xthread: ns per object. pagealloc/best: median over rounds of the in-round ratio.
+"""
+
+
 def malloc_report(pair_lines, allocs, rounds, about, cg_lines, pairs):
+    """malloc.md: the run, ns per operation, instructions per pair (callgrind)."""
     r = ["# malloc: pagealloc and its peers", ""]
     r.append("Command: tools/bench-malloc.sh --rounds %s%s"
              % (rounds, "" if cg_lines is not None else " --no-callgrind"))
@@ -558,10 +563,7 @@ def malloc_report(pair_lines, allocs, rounds, about, cg_lines, pairs):
     r += about
     r += ["", "## ns per operation (median of %s round(s), each one run with --reps 1)" % rounds,
           ""]
-    r.append("pair: malloc+free of one size, first byte written; "
-             "per-thread figures for 2 threads;")
-    r.append("xthread: ns per object. pagealloc/best: median over rounds of the in-round ratio.")
-    r.append("")
+    r += MALLOC_PAIRS.splitlines() + [""]
     r += pairs_table(pair_lines, allocs)
     if cg_lines is not None:
         r += ["", "## instructions per malloc+free pair (callgrind, %s pairs in pair_loop)"
@@ -581,13 +583,14 @@ def preload_table(lines, allocs, jobs):
     bad = set()
     for line in lines:
         words = line.split()
-        head = {w.partition("=")[0]: w.partition("=")[2] for w in words[:4]}
+        head = parse_words(" ".join(words[:4]))
         job, a, rnd = head.get("job", ""), head.get("alloc", ""), head.get("round", "")
-        numbers = [number(w) for w in words[4:8]] + [0.0] * (8 - max(len(words), 4))
+        t = [number(w) for w in words[4:8]]
+        t += [0.0] * (4 - len(t))  # wall, user, sys, maxrss_kib
         k = (job, a, rnd)
-        wall[k] = wall.get(k, 0.0) + numbers[0]
-        cpu[k] = cpu.get(k, 0.0) + (numbers[1] + numbers[2])
-        rss[k] = max(rss.get(k, 0.0), numbers[3])
+        wall[k] = wall.get(k, 0.0) + t[0]
+        cpu[k] = cpu.get(k, 0.0) + (t[1] + t[2])
+        rss[k] = max(rss.get(k, 0.0), t[3])
         if head.get("status") != "ok":
             bad.add((job, a))
     out = ["| program |%s" % "".join(" %s |" % a for a in allocs),
@@ -609,13 +612,17 @@ def preload_table(lines, allocs, jobs):
     return out
 
 
+PRELOAD_CELLS = """\
+each cell: wall s / CPU s (user + system) / peak RSS MiB, summed over the job's programs
+(RSS: the largest). Jobs: tests/preload/matrix.sh.
+"""
+
+
 def preload_report(lines, allocs, jobs, about):
+    """preload.md: the run (its date, machine and rounds), then the table."""
     r = ["# Real programs on each malloc (tools/bench-preload.sh)", ""]
     r += about
-    r.append("each cell: wall s / CPU s (user + system) / peak RSS MiB, "
-             "summed over the job's programs")
-    r.append("(RSS: the largest). Jobs: tests/preload/matrix.sh.")
-    r.append("")
+    r += PRELOAD_CELLS.splitlines() + [""]
     r += preload_table(lines, allocs, jobs)
     return r
 
@@ -631,7 +638,7 @@ def main(argv):
     p.add_argument("--out", required=True, help="compare.sh's DIR: raw.txt, traces/")
     p.add_argument("--allocs", required=True, help="the allocators, in the columns' order")
     p.add_argument("--workloads", required=True, help="the workloads, in the rows' order")
-    p.add_argument("--command", dest="command_line", required=True,
+    p.add_argument("--command", dest="command_line", metavar="CMD", required=True,
                    help="the command line that ran it")
     p.add_argument("--elapsed", required=True, help="seconds of runs")
 

@@ -93,18 +93,17 @@ class RawLines(unittest.TestCase):
 
     def test_runs_collect_values_per_workload_figure_and_allocator(self):
         runs = compare_runs()
-        self.assertEqual(runs.nrep, 2)
-        self.assertEqual(runs.vals["cycle", "wall_s", "pagealloc"], [1.10, 1.32])
-        self.assertEqual(runs.byrep["seed000", "step256_mib", "glibc", 2], 17.51)
+        self.assertEqual(runs.figures.vals[("cycle", "wall_s"), "pagealloc"], [1.10, 1.32])
+        self.assertEqual(runs.figures.byrep[("seed000", "step256_mib"), "glibc"],
+                         {1: 17.51, 2: 17.51})
         self.assertEqual(runs.keys["cycle"], ["wall_s", "cpu_s", "maxrss_mib", "pause1_ratio"])
         self.assertEqual(runs.failures, 0)
 
     def test_a_failed_run_is_counted_and_gives_no_figures(self):
         runs = compare_runs(COMPARE_RAW + "rep=3 wl=cycle alloc=pagealloc fail=1 rc=1\n")
-        self.assertEqual(runs.nrep, 3)
         self.assertEqual(runs.failed, {("cycle", "pagealloc"): 1})
         self.assertEqual(runs.failures, 1)
-        self.assertEqual(len(runs.vals["cycle", "wall_s", "pagealloc"]), 2)
+        self.assertEqual(runs.median("cycle", "wall_s", "pagealloc"), 1.21)
 
 
 class Ratios(unittest.TestCase):
