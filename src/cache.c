@@ -8,8 +8,8 @@
 #include "cache.h"
 #include "central.h"
 #include "config.h"
+#include "large.h"
 #include "lock.h"
-#include "malloc_internal.h"
 #include "meta.h"
 #include "span.h"
 #include "vg.h"
@@ -52,7 +52,8 @@ static void cache_release(struct pa_tcache *tc)
 {
 	/* Records of spans retired on the way: into tc's spares while tc is
 	 * the calling thread's cache (a flush), else (thread exit, where
-	 * cache_self is cache_gone already) straight to the pool. */
+	 * cache_self is cache_gone already) straight to the pool; large
+	 * objects given back are counted likewise. */
 	struct pa_span_spares *sp = cache_spares(cache_real());
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
 		list_give_all(tc, cls, sp);
@@ -61,10 +62,7 @@ static void cache_release(struct pa_tcache *tc)
 	}
 	for (unsigned w = 0; w < sizeof(tc->carving) / sizeof(tc->carving[0]); w++)
 		tc->carving[w] = 0;
-	for (unsigned k = 0; k < tc->nlarge; k++)
-		large_release(tc->large[k], sp);
-	__atomic_store_n(&tc->nlarge, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&tc->large_pages, 0, __ATOMIC_RELAXED);
+	large_slots_release(&tc->large, cache_large(cache_real()), sp);
 	span_spares_free(&tc->spares);
 }
 
@@ -96,49 +94,12 @@ static struct pa_tcache *cache_build(void)
 	return tc;
 }
 
-struct pa_span *cache_large_take(size_t npages)
+struct pa_tcache *cache_get(void)
 {
 	struct pa_tcache *tc = cache_self;
-	for (unsigned k = tc->nlarge; k-- > 0;) {
-		struct pa_span *s = tc->large[k];
-		if (s->npages < npages || s->npages > npages + npages / 8)
-			continue;
-		cache_slot_remove(tc, k);
-		span_bit_set(s, 0, 1);
-		return s;
-	}
-	return NULL;
-}
-
-int cache_large_put(struct pa_span *s)
-{
-	struct pa_tcache *tc = cache_self;
-	if (s->npages > PA_LARGE_SLOT_MAX_PAGES || vg_active())
-		return 0;
 	if (tc == &cache_empty)
 		tc = cache_build();
-	if (tc == NULL || tc == &cache_gone)
-		return 0;
-	while (tc->nlarge > 0 && (tc->nlarge == PA_LARGE_SLOTS ||
-	                          tc->large_pages + s->npages > PA_LARGE_SLOTS_MAX_PAGES)) {
-		/* Make room: the oldest goes to the large stash, for any
-		 * thread, or back to the page heap. */
-		struct pa_span *old = cache_slot_remove(tc, 0);
-		if (!central_large_put(old))
-			large_release(old, &tc->spares);
-	}
-	cache_slot_append(tc, s);
-	return 1;
-}
-
-/* Move tc's large-object deltas into the shared counters (registry lock
- * held, so the stats see them in one place or the other). */
-static void fold_large_counts(struct pa_tcache *tc)
-{
-	__atomic_add_fetch(&large_held_objects, (size_t)tc->large_objects_delta, __ATOMIC_RELAXED);
-	__atomic_add_fetch(&large_held_pages, (size_t)tc->large_pages_delta, __ATOMIC_RELAXED);
-	__atomic_store_n(&tc->large_objects_delta, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&tc->large_pages_delta, 0, __ATOMIC_RELAXED);
+	return tc != &cache_gone ? tc : NULL;
 }
 
 static void thread_exit(void *arg)
@@ -147,7 +108,7 @@ static void thread_exit(void *arg)
 	cache_self = &cache_gone;
 	cache_release(tc);
 	lock_acquire(&registry_lock);
-	fold_large_counts(tc);
+	large_slots_fold(&tc->large);
 	claim_set(tc, 0);
 	*tc->prevnext = tc->next;
 	if (tc->next != NULL)
@@ -204,7 +165,7 @@ size_t cache_claimed(void)
 
 static size_t cache_held(const struct pa_tcache *tc)
 {
-	size_t bytes = (size_t)tc->large_pages * PA_PAGE_SIZE;
+	size_t bytes = (size_t)tc->large.pages * PA_PAGE_SIZE;
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
 		bytes += (size_t)cache_list_count(tc, cls) * pa_sizeclasses[cls].size;
 	return bytes;
@@ -268,8 +229,8 @@ static void cache_keep_budget(struct pa_tcache *tc)
 		uint32_t max = tc->max[cls];
 		list_keep(tc, cls, cache_list_count(tc, cls) / 2, max > 2 ? max / 2 : 1);
 	}
-	while (tc->nlarge > 0 && cache_held(tc) > allowance)
-		large_release(cache_slot_remove(tc, 0), &tc->spares);
+	while (tc->large.n > 0 && cache_held(tc) > allowance)
+		large_release(large_slot_remove(&tc->large, 0), &tc->large, &tc->spares);
 	claim_note(tc, cache_held(tc));
 }
 
@@ -404,12 +365,12 @@ void cache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *large_spans, size_t *l
 	*made_pages = __atomic_load_n(&large_held_pages, __ATOMIC_RELAXED);
 	for (struct pa_tcache *tc = registry; tc != NULL; tc = tc->next) {
 		*made_objects +=
-		    (size_t)__atomic_load_n(&tc->large_objects_delta, __ATOMIC_RELAXED);
-		*made_pages += (size_t)__atomic_load_n(&tc->large_pages_delta, __ATOMIC_RELAXED);
+		    (size_t)__atomic_load_n(&tc->large.objects_delta, __ATOMIC_RELAXED);
+		*made_pages += (size_t)__atomic_load_n(&tc->large.pages_delta, __ATOMIC_RELAXED);
 		for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
 			held[cls] += cache_list_count(tc, cls);
-		*large_spans += __atomic_load_n(&tc->nlarge, __ATOMIC_RELAXED);
-		*large_pages += __atomic_load_n(&tc->large_pages, __ATOMIC_RELAXED);
+		*large_spans += __atomic_load_n(&tc->large.n, __ATOMIC_RELAXED);
+		*large_pages += __atomic_load_n(&tc->large.pages, __ATOMIC_RELAXED);
 	}
 	*ncaches = registry_len;
 	lock_release(&registry_lock);
@@ -438,7 +399,7 @@ void cache_fork_child(void)
 	for (struct pa_tcache *tc = registry; tc != NULL; tc = tc->next) {
 		if (tc == self)
 			continue;
-		fold_large_counts(tc);
+		large_slots_fold(&tc->large);
 		for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
 			if (cache_carves(tc, cls))
 				central_uncarve_held(cls, tc);

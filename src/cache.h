@@ -41,20 +41,9 @@
 #include <stdint.h>
 
 #include "central.h"
-#include "malloc_internal.h"
+#include "large.h"
 #include "sizeclass_table.h"
 #include "span.h"
-
-/* Large objects freed by this thread wait here for reuse: at most
- * PA_LARGE_SLOTS of them, each at most PA_LARGE_SLOT_MAX_PAGES, together at
- * most PA_LARGE_SLOTS_MAX_PAGES (tcmalloc's thread caches serve up to
- * 256 KiB; glibc reuses its top chunk). Their pages stay allocated in the
- * page heap. The oldest slot that makes room for a newer one goes to the
- * large stash (central.h), where any thread's malloc of as many pages finds
- * it, or, over the stash's bounds, back to the page heap. */
-#define PA_LARGE_SLOTS 4u
-#define PA_LARGE_SLOT_MAX_PAGES 128u  /* 1 MiB */
-#define PA_LARGE_SLOTS_MAX_PAGES 256u /* 2 MiB */
 
 /* A list's bound, in batches, once slow start has brought it to a batch.
  * Each overflow or underflow past it moves a batch through the central
@@ -100,9 +89,8 @@ struct pa_tcache {
 	uint32_t room[PA_SC_NUM_CLASSES]; /* first: gcc then stores it without an add */
 	void *head[PA_SC_NUM_CLASSES];
 	uint32_t max[PA_SC_NUM_CLASSES];
-	struct pa_span *large[PA_LARGE_SLOTS]; /* [0, nlarge), oldest first */
-	uint32_t nlarge;
-	uint32_t large_pages;            /* pages in large[] (relaxed atomic stores) */
+	struct pa_large_slots large;     /* large objects freed by this thread (large.h),
+	                                  * handed to large.c's functions */
 	uint32_t slow;                   /* slow paths taken: the budget is checked every 8th */
 	uint32_t drain;                  /* overflows since the last refill of any class */
 	size_t claim;                    /* what it held at its last check, at least
@@ -115,12 +103,6 @@ struct pa_tcache {
 	/* Classes in whose carve slots this cache may be (central_take): bit
 	 * cls of word cls / 64; central_uncarve them when it is released. */
 	uint64_t carving[(PA_SC_NUM_CLASSES + 63) / 64];
-	/* Large objects and their pages this thread made minus those it gave
-	 * back (either may be negative): added to large_held_objects and
-	 * large_held_pages by the stats and when the thread exits, so a large
-	 * malloc or free makes no atomic read-modify-write on a shared counter
-	 * (that was 7.7% of wl-large's CPU). Relaxed atomic stores. */
-	int64_t large_objects_delta, large_pages_delta;
 	/* Registry links, under the registry lock. */
 	struct pa_tcache *next, **prevnext;
 };
@@ -137,11 +119,21 @@ static inline struct pa_tcache *cache_real(void)
 	return tc->max[1] != 0 ? tc : NULL;
 }
 
-/* tc's spare span records, for span_new and span_delete: NULL when tc is
- * NULL (the calling thread has no cache: cache_real). */
+/* The calling thread's cache, built if it has none yet; NULL when it cannot
+ * have one (thread_cache off, memcheck, out of memory, or exiting). */
+struct pa_tcache *cache_get(void);
+
+/* What tc hands down, NULL when tc is NULL (the calling thread has no
+ * cache: cache_real): its spare span records, for span_new and span_delete
+ * (span.h), and its large slots (large.h). */
 static inline struct pa_span_spares *cache_spares(struct pa_tcache *tc)
 {
 	return tc != NULL ? &tc->spares : NULL;
+}
+
+static inline struct pa_large_slots *cache_large(struct pa_tcache *tc)
+{
+	return tc != NULL ? &tc->large : NULL;
 }
 
 /* Objects on tc's list of cls: exact in tc's own thread, an estimate in
@@ -169,79 +161,6 @@ void *cache_alloc_slow(unsigned cls);
 /* The list of cls is full (or there is no cache yet): push p, which
  * pa_free has checked, giving a batch back if needed. */
 void cache_free_slow(unsigned cls, void *p);
-
-/* Remove and return slot k of tc's large slots (later slots move down). */
-static inline struct pa_span *cache_slot_remove(struct pa_tcache *tc, uint32_t k)
-{
-	struct pa_span *s = tc->large[k];
-	uint32_t n = tc->nlarge;
-	for (uint32_t j = k + 1; j < n; j++)
-		tc->large[j - 1] = tc->large[j];
-	__atomic_store_n(&tc->nlarge, n - 1, __ATOMIC_RELAXED);
-	__atomic_store_n(&tc->large_pages, tc->large_pages - (uint32_t)s->npages, __ATOMIC_RELAXED);
-	return s;
-}
-
-/* Append freed large span s as the newest slot (there is room), marking its
- * one object free. */
-static inline void cache_slot_append(struct pa_tcache *tc, struct pa_span *s)
-{
-	uint32_t n = tc->nlarge;
-	span_bit_set(s, 0, 0);
-	tc->large[n] = s;
-	__atomic_store_n(&tc->nlarge, n + 1, __ATOMIC_RELAXED);
-	__atomic_store_n(&tc->large_pages, tc->large_pages + (uint32_t)s->npages, __ATOMIC_RELAXED);
-}
-
-/* The newest large slot, if it holds exactly npages (a program freeing and
- * allocating one size): taken without a search. NULL otherwise. The caller
- * marks it live (span.h). */
-static inline struct pa_span *cache_large_take_newest(size_t npages)
-{
-	struct pa_tcache *tc = cache_self;
-	uint32_t k = tc->nlarge;
-	if (k == 0 || tc->large[k - 1]->npages != npages)
-		return NULL;
-	return cache_slot_remove(tc, k - 1);
-}
-
-/* Keep freed large span s in a free slot of the calling thread's cache when
- * there is room without evicting (1), else 0: cache_large_put decides. The
- * placeholders cache_empty and cache_gone have list bounds of 0 and never
- * keep anything. */
-static inline int cache_large_put_room(struct pa_span *s)
-{
-	struct pa_tcache *tc = cache_real();
-	if (tc == NULL || tc->nlarge == PA_LARGE_SLOTS || s->npages > PA_LARGE_SLOT_MAX_PAGES ||
-	    tc->large_pages + s->npages > PA_LARGE_SLOTS_MAX_PAGES)
-		return 0;
-	cache_slot_append(tc, s);
-	return 1;
-}
-
-/* Count large objects and pages made (positive) or given back (negative)
- * by the calling thread: in its cache, or in the shared counters when it
- * has none. */
-static inline void cache_count_large(int64_t objects, int64_t pages)
-{
-	struct pa_tcache *tc = cache_real();
-	if (tc == NULL) {
-		__atomic_add_fetch(&large_held_objects, (size_t)objects, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&large_held_pages, (size_t)pages, __ATOMIC_RELAXED);
-		return;
-	}
-	__atomic_store_n(&tc->large_objects_delta, tc->large_objects_delta + objects,
-	                 __ATOMIC_RELAXED);
-	__atomic_store_n(&tc->large_pages_delta, tc->large_pages_delta + pages, __ATOMIC_RELAXED);
-}
-
-/* A large span of npages .. npages + npages / 8 pages from the calling
- * thread's slots (no longer marked cached), or NULL. */
-struct pa_span *cache_large_take(size_t npages);
-
-/* Keep freed large span s in the calling thread's slots (1), or not (0: the
- * caller frees it). May free the oldest slot's span to make room. */
-int cache_large_put(struct pa_span *s);
 
 /* Give every object of the calling thread's cache back. */
 void cache_flush_self(void);

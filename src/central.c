@@ -5,72 +5,16 @@
 
 #include "bits.h"
 #include "central.h"
-#include "malloc_internal.h"
+#include "large.h"
 #include "os.h"
 #include "pagemap.h"
 #include "pages.h"
 #include "span.h"
+#include "stash.h"
 #include "vg.h"
 
 struct pa_central central[PA_SC_NUM_CLASSES];
 void *central_stash[PA_SC_NUM_CLASSES][CENTRAL_STASH_MAX];
-
-/* The large stash (central.h): per page count, under its own lock, the
- * spans oldest first, and the fewest held since the last decay. A lock
- * (and cache line) per page count: with one for all of them, two
- * producer/consumer pairs spent 13% of wl-prodcons's CPU in
- * central_large_take, most of it on that lock. */
-static struct large_stash {
-	pa_lock lock;
-	uint32_t n, low;
-	void *span[CENTRAL_LARGE_STASH_MAX];
-} __attribute__((aligned(64))) large_stash[CENTRAL_LARGE_STASH_PAGES + 1];
-
-/*
- * A stash's mechanics, for the batch stashes and the large one alike: slot
- * [0, *n) oldest first; *n is written with relaxed atomic stores (the stats
- * read it unlocked), *low is the fewest held since the last decay. Under
- * the stash's lock.
- */
-
-/* How many entries of `unit` bytes a stash keeps: at most `max` and
- * CENTRAL_STASH_BYTES. */
-static unsigned stash_cap_of(size_t unit, unsigned max)
-{
-	size_t n = CENTRAL_STASH_BYTES / unit;
-	return n < max ? (unsigned)n : max;
-}
-
-static void stash_push(void **slot, uint32_t *n, void *p)
-{
-	slot[*n] = p;
-	__atomic_store_n(n, *n + 1, __ATOMIC_RELAXED);
-}
-
-/* The newest entry (*n != 0): the likeliest still in cache. */
-static void *stash_pop(void **slot, uint32_t *n, uint32_t *low)
-{
-	uint32_t k = *n - 1;
-	__atomic_store_n(n, k, __ATOMIC_RELAXED);
-	if (k < *low)
-		*low = k;
-	return slot[k];
-}
-
-/* Move to out[] the oldest entries: all, or those held throughout the
- * period since the last decay (the low-water mark); a new period starts.
- * Returns how many. */
-static uint32_t stash_cut_oldest(void **slot, uint32_t *n, uint32_t *low, int all, void **out)
-{
-	uint32_t cut = all ? *n : *low, left = *n - cut;
-	for (uint32_t k = 0; k < cut; k++)
-		out[k] = slot[k];
-	for (uint32_t k = 0; k < left; k++)
-		slot[k] = slot[cut + k];
-	__atomic_store_n(n, left, __ATOMIC_RELAXED);
-	*low = left;
-	return cut;
-}
 
 /* The background sweep runs while free objects in spans hold more than
  * 1/CENTRAL_SWEEP_SHARE of the pages in use (and at least CENTRAL_SWEEP_MIN
@@ -181,7 +125,7 @@ static unsigned take_from(struct pa_central *c, struct pa_span *s, unsigned want
 	return got;
 }
 
-/* Stash batches a class may hold (CENTRAL_STASH_MAX, CENTRAL_STASH_BYTES). */
+/* Stash batches a class may hold (CENTRAL_STASH_MAX, PA_STASH_BYTES). */
 static unsigned stash_cap(unsigned cls)
 {
 	return stash_cap_of((size_t)central_batch(cls) * pa_sizeclasses[cls].size,
@@ -363,71 +307,9 @@ size_t central_stashed(unsigned cls)
 	return (size_t)__atomic_load_n(&central[cls].nstash, __ATOMIC_RELAXED) * central_batch(cls);
 }
 
-int central_large_put(struct pa_span *s)
-{
-	size_t np = s->npages;
-	if (np > CENTRAL_LARGE_STASH_PAGES)
-		return 0;
-	struct large_stash *st = &large_stash[np];
-	lock_acquire(&st->lock);
-	int ok = st->n < stash_cap_of(np * PA_PAGE_SIZE, CENTRAL_LARGE_STASH_MAX);
-	if (ok)
-		stash_push(st->span, &st->n, s);
-	lock_release(&st->lock);
-	return ok;
-}
-
-struct pa_span *central_large_take(size_t npages)
-{
-	if (npages > CENTRAL_LARGE_STASH_PAGES ||
-	    __atomic_load_n(&large_stash[npages].n, __ATOMIC_RELAXED) == 0)
-		return NULL;
-	struct large_stash *st = &large_stash[npages];
-	struct pa_span *s = NULL;
-	lock_acquire(&st->lock);
-	if (st->n != 0)
-		s = stash_pop(st->span, &st->n, &st->low);
-	lock_release(&st->lock);
-	/* Live again: after the lock, as the bit's line is likely in the cache
-	 * of the thread that freed the block (a miss not to take under it). */
-	if (s != NULL)
-		span_bit_set(s, 0, 1);
-	return s;
-}
-
-void central_large_stashed(size_t *spans, size_t *pages)
-{
-	*spans = *pages = 0;
-	for (size_t np = 1; np <= CENTRAL_LARGE_STASH_PAGES; np++) {
-		size_t n = __atomic_load_n(&large_stash[np].n, __ATOMIC_RELAXED);
-		*spans += n;
-		*pages += n * np;
-	}
-}
-
-/* Stashed large spans to the page heap, as central_stash_drain says; the
- * page heap's work after the stash's lock is released. Returns spans. */
-static size_t large_stash_drain(int all, struct pa_span_spares *sp)
-{
-	void *out[CENTRAL_LARGE_STASH_MAX];
-	size_t moved = 0;
-	for (size_t np = 1; np <= CENTRAL_LARGE_STASH_PAGES; np++) {
-		struct large_stash *st = &large_stash[np];
-		if (__atomic_load_n(&st->n, __ATOMIC_RELAXED) == 0)
-			continue;
-		lock_acquire(&st->lock);
-		uint32_t n = stash_cut_oldest(st->span, &st->n, &st->low, all, out);
-		lock_release(&st->lock);
-		for (uint32_t k = 0; k < n; k++) /* the oldest first */
-			large_release(out[k], sp);
-		moved += n;
-	}
-	return moved;
-}
-
 size_t central_stash_drain(int all, struct pa_span_spares *sp)
 {
-	size_t moved = large_stash_drain(all, sp);
+	size_t moved = 0;
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
 		struct pa_central *c = &central[cls];
 		if (__atomic_load_n(&c->nstash, __ATOMIC_RELAXED) == 0)
@@ -545,13 +427,14 @@ static size_t free_in_spans(void)
 }
 
 size_t central_sweep_background(uint32_t now, uint32_t min_age, int heap_busy,
-                                struct pa_span_spares *sp)
+                                struct pa_large_slots *ls, struct pa_span_spares *sp)
 {
 	/* Stashed batches unused for a decay period go to their spans (which
 	 * may empty and go to the page heap, for the scavenger). */
 	static uint32_t last_decay;
 	if ((uint32_t)(now - last_decay) >= CENTRAL_STASH_DECAY_MS) {
 		last_decay = now;
+		large_stash_drain(0, ls, sp);
 		central_stash_drain(0, sp);
 	}
 	if (heap_busy)
@@ -584,14 +467,10 @@ void central_lock_all(void)
 	lock_acquire(&sweep_lock);
 	for (unsigned i = 1; i < PA_SC_NUM_CLASSES; i++)
 		lock_acquire(&central[i].lock);
-	for (unsigned np = 1; np <= CENTRAL_LARGE_STASH_PAGES; np++)
-		lock_acquire(&large_stash[np].lock);
 }
 
 void central_unlock_all(void)
 {
-	for (unsigned np = CENTRAL_LARGE_STASH_PAGES; np > 0; np--)
-		lock_release(&large_stash[np].lock);
 	for (unsigned i = PA_SC_NUM_CLASSES; i-- > 1;)
 		lock_release(&central[i].lock);
 	lock_release(&sweep_lock);
@@ -601,7 +480,5 @@ void central_reset_locks(void)
 {
 	for (unsigned i = 1; i < PA_SC_NUM_CLASSES; i++)
 		lock_init(&central[i].lock);
-	for (unsigned np = 1; np <= CENTRAL_LARGE_STASH_PAGES; np++)
-		lock_init(&large_stash[np].lock);
 	lock_init(&sweep_lock);
 }

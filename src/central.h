@@ -10,9 +10,9 @@
  * when no listed span has a free object, and go back to it the moment their
  * last object returns, where the scavenger can release them.
  *
- * Lock order: a central lock (or a large stash's), then the page heap's
- * locks (pages.h). No two of them are held at once except by fork
- * handling: the classes in order, then the large stash's page counts.
+ * Lock order: a central lock, then the page heap's locks (pages.h). No two
+ * central locks are held at once except by fork handling: the classes in
+ * order (after the sweep's lock, and before the large stash's: large.h).
  */
 #ifndef PA_CENTRAL_H
 #define PA_CENTRAL_H
@@ -23,6 +23,7 @@
 #include "lock.h"
 #include "sizeclass_table.h"
 
+struct pa_large_slots;
 struct pa_span;
 struct pa_span_spares;
 
@@ -39,7 +40,7 @@ static inline unsigned central_batch(unsigned cls)
  * transfer cache) for the next refill, which takes one in O(1): its objects
  * are already linked, from their frees, so neither side walks them, looks
  * up their spans or writes their links again. At most CENTRAL_STASH_MAX
- * batches and CENTRAL_STASH_BYTES per class; past that a batch goes to its
+ * batches and PA_STASH_BYTES per class (stash.h); past that a batch goes to its
  * spans. Batches the stash did not need for a while go to their spans
  * (central_stash_drain(0), from the scavenger thread), and
  * pa_thread_cache_flush and pa_malloc_trim empty every stash, so spans
@@ -47,7 +48,6 @@ static inline unsigned central_batch(unsigned cls)
  * class.
  */
 #define CENTRAL_STASH_MAX 64u
-#define CENTRAL_STASH_BYTES ((size_t)1 << 20)
 
 /* Thread caches that carve spans of their own, per class (central_take). */
 #define CENTRAL_CARVE_SLOTS 4u
@@ -75,6 +75,7 @@ struct pa_central {
  * stashes makes none of it resident: under the class's lock. */
 extern void *central_stash[PA_SC_NUM_CLASSES][CENTRAL_STASH_MAX] PA_HIDDEN;
 
+/* Indexed by class; class 0 is the large objects' (large.h): unused. */
 extern struct pa_central central[PA_SC_NUM_CLASSES] PA_HIDDEN;
 
 /*
@@ -121,37 +122,10 @@ void central_give(unsigned cls, void *head, unsigned n, int stash, struct pa_spa
 /* Objects of class cls in its stash (racy: for the stats). */
 size_t central_stashed(unsigned cls);
 
-/*
- * Large objects have a stash too, per page count up to
- * CENTRAL_LARGE_STASH_PAGES (objects of 32 KiB + 1 to 128 KiB): a large
- * span that a thread's full large slots let go (cache.h) waits there, its
- * pages still its own and its record still mapped, for a large malloc of
- * exactly as many pages in any thread, which takes it without the page
- * heap, the page map or the record pool. That is a producer's next 48 KiB
- * buffer when its consumer frees the last one (wl-prodcons: the heap lock
- * and the per-CPU page caches were 11% of its CPU). At most
- * CENTRAL_LARGE_STASH_MAX spans and CENTRAL_STASH_BYTES of pages per page
- * count, each page count under a lock of its own (central[0]'s lock, class
- * 0 being the large objects', is unused). A stashed span's alloc bit 0 is
- * clear, so a free of its object is a double free, as in the slots.
- */
-#define CENTRAL_LARGE_STASH_PAGES 16u
-#define CENTRAL_LARGE_STASH_MAX 32u
-
-/* Keep freed large span s (alloc bit 0 clear) in the stash (1), or not (0:
- * the caller releases it). */
-int central_large_put(struct pa_span *s);
-
-/* A stashed large span of exactly npages pages, marked live, or NULL. */
-struct pa_span *central_large_take(size_t npages);
-
-/* Spans and pages in the large stash (racy: for the stats). */
-void central_large_stashed(size_t *spans, size_t *pages);
-
-/* Send the stashed batches of every class to their spans, and stashed
- * large spans to the page heap: all of them (all != 0), or those the stash
- * kept unused since the previous call (the fewest it held meanwhile:
- * jemalloc's and tcmalloc's low-water mark). Returns objects moved. */
+/* Send the stashed batches of every class to their spans: all of them
+ * (all != 0), or those the stash kept unused since the previous call (the
+ * fewest it held meanwhile: jemalloc's and tcmalloc's low-water mark).
+ * Returns objects moved. */
 size_t central_stash_drain(int all, struct pa_span_spares *sp);
 
 /*
@@ -165,12 +139,13 @@ size_t central_stash_drain(int all, struct pa_span_spares *sp);
 size_t central_sweep(uint32_t now, uint32_t min_age, unsigned max_spans);
 
 /* What the scavenger's hook (malloc.c's, pages_set_sweep) does at every
- * wake: the stashes' decay (central_stash_drain(0)) every
- * CENTRAL_STASH_DECAY_MS; and, unless heap_busy, a central_sweep step of a
- * few spans when free objects in spans are a large enough share of the
- * heap's pages in use to be worth splitting huge pages for. */
+ * wake: the stashes' decay (large_stash_drain(0) and central_stash_drain(0))
+ * every CENTRAL_STASH_DECAY_MS; and, unless heap_busy, a central_sweep step
+ * of a few spans when free objects in spans are a large enough share of the
+ * heap's pages in use to be worth splitting huge pages for. ls and sp: the
+ * calling thread's large slots and spare span records, or NULL. */
 size_t central_sweep_background(uint32_t now, uint32_t min_age, int heap_busy,
-                                struct pa_span_spares *sp);
+                                struct pa_large_slots *ls, struct pa_span_spares *sp);
 
 /* Bytes of span pages the sweep released and no object has touched since. */
 size_t central_released_bytes(void);

@@ -1,11 +1,14 @@
 /*
  * malloc.c — the pa_ malloc family and its exact glibc 2.36 / POSIX / C23
  * semantics, on top of the size classes (sizeclass_table.h), thread caches
- * (cache.h), central lists (central.h) and the page heap (pages.h).
+ * (cache.h), central lists (central.h), large objects (large.h) and the page
+ * heap (pages.h). The small-object path is here; large objects are
+ * large.c's, which this file hands the calling thread's large slots and
+ * spare span records (from its thread cache).
  *
  *   pa_malloc(n) ── n <= 32 KiB ──► class ─► this thread's list ─pop─► object
  *        │                                        └─ empty: cache_alloc_slow (central batch)
- *        └─ larger ──► large_alloc: whole pages (pages.h), span record, page map
+ *        └─ larger ──► alloc_large: the newest large slot, or large_alloc (large.h)
  *   pa_free(p) ── page map ─► span ─► checks ─► push on this thread's list of the class
  *                                                └─ full, or class 0 (large): free_slow
  *                                                   (central batch; large slots or the heap)
@@ -23,8 +26,8 @@
 
 #include "cache.h"
 #include "central.h"
+#include "large.h"
 #include "lock.h"
-#include "malloc_internal.h"
 #include "os.h"
 #include "pagealloc.h"
 #include "pagemap.h"
@@ -40,6 +43,7 @@ int vg_on;
 static void fork_prepare(void)
 {
 	central_lock_all();
+	large_fork(PA_FORK_PREPARE);
 	cache_fork_prepare();
 	span_fork(PA_FORK_PREPARE);
 }
@@ -48,6 +52,7 @@ static void fork_parent(void)
 {
 	span_fork(PA_FORK_PARENT);
 	cache_fork_parent();
+	large_fork(PA_FORK_PARENT);
 	central_unlock_all();
 }
 
@@ -56,13 +61,15 @@ static void fork_child(void)
 	span_fork(PA_FORK_CHILD);
 	cache_fork_child();
 	central_reset_locks();
+	large_fork(PA_FORK_CHILD);
 }
 
-/* The scavenger's hook (pages_set_sweep), with the calling thread's spare
- * span records for the spans the stashes' decay retires. */
+/* The scavenger's hook (pages_set_sweep), with the calling thread's large
+ * slots and spare span records for the spans the stashes' decay retires. */
 static size_t malloc_background(uint32_t now, uint32_t min_age, int heap_busy)
 {
-	return central_sweep_background(now, min_age, heap_busy, cache_spares(cache_real()));
+	struct pa_tcache *tc = cache_real();
+	return central_sweep_background(now, min_age, heap_busy, cache_large(tc), cache_spares(tc));
 }
 
 /* Under the page heap's init lock (pages_once): nothing here allocates. */
@@ -94,137 +101,44 @@ static inline int malloc_ready(void)
 	return malloc_init();
 }
 
-/* ---- large objects ------------------------------------------------------- */
+/* ---- large objects (large.h) ---------------------------------------------- */
 
-size_t large_held_objects, large_held_pages;
+static void *alloc_large_slow(size_t n, size_t align, int zero);
 
-/* Pages that hold n bytes. */
-static inline size_t pages_of(size_t n)
-{
-	return (n >> PA_PAGE_SHIFT) + ((n & (PA_PAGE_SIZE - 1)) != 0);
-}
-
-/* The largest run we try for: 32 TiB, what a span's 32-bit page count holds. */
-#define LARGE_MAX_PAGES ((size_t)UINT32_MAX)
-
-/* n bytes in whole pages, at an `align`-aligned address (a power of two);
+/* A large block of n bytes at an `align`-aligned address (a power of two);
  * with zero, the first n bytes read as zero. */
-static void *large_alloc_pages(size_t n, size_t align, int zero);
-static void *large_alloc_slow(size_t n, size_t align, int zero);
-
-static void *__attribute__((noinline)) large_alloc(size_t n, size_t align, int zero)
+static void *__attribute__((noinline)) alloc_large(size_t n, size_t align, int zero)
 {
 	if (align <= PA_PAGE_SIZE && n <= PA_LARGE_SLOT_MAX_PAGES * PA_PAGE_SIZE) {
 		/* The newest large slot, same size: no errno, no search. */
-		size_t npages = pages_of(n);
-		struct pa_span *s = cache_large_take_newest(npages);
-		if (s != NULL) {
-			void **base = (void **)span_base(s);
-			span_bit_set(s, 0, 1);
-			if (zero)
-				memset(base, 0, n);
-			else
-				base[1] = NULL; /* its free-key */
-			return base;
-		}
+		void *p = large_take_newest(&cache_self->large, n, zero);
+		if (p != NULL)
+			return p;
 	}
-	return large_alloc_slow(n, align, zero);
+	return alloc_large_slow(n, align, zero);
 }
 
-static void *__attribute__((noinline)) large_alloc_slow(size_t n, size_t align, int zero)
+static void *__attribute__((noinline)) alloc_large_slow(size_t n, size_t align, int zero)
 {
 	int saved = errno;  /* a success leaves errno alone, whatever the OS said */
 	pages_background(); /* no allocator lock is held here */
-	void *p = large_alloc_pages(n, align, zero);
+	void *p = NULL;
+	if (large_size_ok(n, align) && malloc_ready() == 0) {
+		struct pa_tcache *tc = cache_real();
+		p = large_alloc(n, align, zero, cache_large(tc), cache_spares(tc));
+	}
 	errno = p != NULL ? saved : ENOMEM;
 	return p;
 }
 
-static void *large_alloc_pages(size_t n, size_t align, int zero)
-{
-	size_t npages = pages_of(n);
-	size_t extra = align > PA_PAGE_SIZE ? (align >> PA_PAGE_SHIFT) - 1 : 0;
-	if (npages == 0)
-		npages = 1;
-	if (n > PTRDIFF_MAX || npages > LARGE_MAX_PAGES || extra > LARGE_MAX_PAGES ||
-	    malloc_ready() != 0)
-		goto nomem;
-	struct pa_span *s = NULL;
-	if (extra == 0 && !vg_active() && (s = cache_large_take(npages)) == NULL)
-		s = central_large_take(npages);
-	if (s != NULL) {
-		if (zero)
-			memset((void *)span_base(s), 0, n);
-		else
-			((void **)span_base(s))[1] = NULL; /* its free-key */
-		return (void *)span_base(s);
-	}
-	struct pa_span_spares *sp = cache_spares(cache_real());
-	s = span_new(0, sp);
-	if (s == NULL)
-		goto nomem;
-	size_t scav = 0, total = npages + extra;
-	uintptr_t raw = pages_alloc(total, &scav);
-	if (raw == 0) {
-		span_delete(s, sp);
-		goto nomem;
-	}
-	uintptr_t base = PA_ALIGN_UP(raw, align), end = base + npages * PA_PAGE_SIZE;
-	if (base > raw)
-		pages_free(raw, (base - raw) >> PA_PAGE_SHIFT);
-	if (raw + total * PA_PAGE_SIZE > end)
-		pages_free(end, (raw + total * PA_PAGE_SIZE - end) >> PA_PAGE_SHIFT);
-	span_set_base(s, base);
-	s->npages = npages;
-	/* class 0: one object, live */
-	s->magic = PA_SPAN_LARGE_MAGIC;
-	s->bump = 1;
-	s->fbump = 1;
-	span_bit_set(s, 0, 1);
-	if (pagemap_set(base, 1, s) != 0) {
-		pages_free(base, npages);
-		span_delete(s, sp);
-		goto nomem;
-	}
-	cache_count_large(1, (int64_t)npages);
-	/* Pages the kernel just zeroed need no memset: only when all of the
-	 * run was released (we do not know which pages were). */
-	int zeroed = scav == total && pages_release_zeroes();
-	if (vg_active()) {
-		VALGRIND_MAKE_MEM_NOACCESS((void *)base, npages * PA_PAGE_SIZE);
-		VALGRIND_MAKE_MEM_UNDEFINED((void *)base, 2 * sizeof(void *));
-		((void **)base)[1] = NULL;
-		vg_block_live((void *)base, n, 0);
-		s->vg_req = n;
-		if (zero)
-			memset((void *)base, 0, n);
-		return (void *)base;
-	}
-	if (zero && !zeroed)
-		memset((void *)base, 0, n);
-	else if (!zeroed)
-		((void **)base)[1] = NULL; /* a free-key left by an earlier block here */
-	return (void *)base;
-nomem:
-	errno = ENOMEM;
-	return NULL;
-}
-
-void large_release(struct pa_span *s, struct pa_span_spares *sp)
-{
-	size_t npages = s->npages;
-	uintptr_t base = span_base(s);
-	pagemap_set(base, 1, NULL);
-	span_delete(s, sp);
-	cache_count_large(-1, -(int64_t)npages);
-	pages_free(base, npages);
-}
-
-static void __attribute__((noinline)) large_free(struct pa_span *s)
+/* pa_free of large block s past the fast path: into this thread's large
+ * slots (its cache built for them if it has none yet), or back to the page
+ * heap. */
+static void __attribute__((noinline)) free_large(struct pa_span *s)
 {
 	int saved = errno;
-	if (!cache_large_put(s))
-		large_release(s, cache_spares(cache_real()));
+	struct pa_tcache *tc = large_slots_may_keep(s) ? cache_get() : cache_real();
+	large_free(s, cache_large(tc), cache_spares(tc));
 	errno = saved;
 }
 
@@ -317,8 +231,6 @@ static inline void *small_alloc(unsigned cls, size_t n)
 	return small_alloc_slow(cls, n);
 }
 
-static void large_free(struct pa_span *s);
-
 /* pa_free of checked block p past the fast path: a large object, or a full
  * (or not yet built) thread list. */
 static void __attribute__((noinline)) free_rest_of(struct pa_span *s, void *p)
@@ -327,7 +239,7 @@ static void __attribute__((noinline)) free_rest_of(struct pa_span *s, void *p)
 		/* Waiting in large slots already, its free-key overwritten. */
 		if (!span_bit(s, 0))
 			span_report("free", p, PA_OBJ_DOUBLE_FREE);
-		large_free(s);
+		free_large(s);
 	} else {
 		int saved = errno;
 		cache_free_slow(s->cls, p);
@@ -343,7 +255,7 @@ static void __attribute__((noinline)) free_rest_of(struct pa_span *s, void *p)
 static void __attribute__((noinline)) free_slow(struct pa_span *s, void *p)
 {
 	/* A large block into a free slot of this thread's cache: no frame. */
-	if (s->cls == 0 && span_bit(s, 0) && cache_large_put_room(s))
+	if (s->cls == 0 && span_bit(s, 0) && large_put_room(cache_large(cache_real()), s))
 		return;
 	free_rest_of(s, p);
 }
@@ -427,7 +339,7 @@ void *pa_malloc(size_t n)
 {
 	if (__builtin_expect(n <= PA_SC_MAX_SMALL, 1))
 		return small_alloc(pa_size_to_class(n), n);
-	return large_alloc(n, PA_PAGE_SIZE, 0);
+	return alloc_large(n, PA_PAGE_SIZE, 0);
 }
 
 /* pa_free of a block that failed the fast checks: NULL, a bad pointer
@@ -483,7 +395,7 @@ void *pa_calloc(size_t n, size_t size)
 		return NULL;
 	}
 	if (total > PA_SC_MAX_SMALL)
-		return large_alloc(total, PA_PAGE_SIZE, 1);
+		return alloc_large(total, PA_PAGE_SIZE, 1);
 	void *p = small_alloc(pa_size_to_class(total), total);
 	if (p != NULL)
 		memset(p, 0, total);
@@ -504,7 +416,7 @@ static void *aligned_alloc_pow2(size_t align, size_t n)
 		if (cls < PA_SC_NUM_CLASSES)
 			return small_alloc(cls, n);
 	}
-	return large_alloc(n, align, 0);
+	return alloc_large(n, align, 0);
 }
 
 /* glibc 2.36's _mid_memalign: alignments up to 16 are malloc's, others are
@@ -569,13 +481,12 @@ size_t pa_malloc_usable_size(void *p)
 	return span_usable_of(block_span("malloc_usable_size", p), p);
 }
 
-/* Can the block of span s hold n bytes where it is? Shrinking a small
- * block to half its size or less moves it, so memory follows the size. */
+/* Can the block of small span s hold n bytes where it is? Shrinking it to
+ * half its size or less moves it, so memory follows the size. (A large
+ * block: large_resize.) */
 static int fits_in_place(const struct pa_span *s, size_t n)
 {
-	if (s->cls != 0)
-		return n <= span_size(s) && (n > span_size(s) / 2 || s->cls == 1);
-	return n > PA_SC_MAX_SMALL && n <= s->npages * PA_PAGE_SIZE;
+	return n <= span_size(s) && (n > span_size(s) / 2 || s->cls == 1);
 }
 
 void *pa_realloc(void *p, size_t n)
@@ -589,27 +500,8 @@ void *pa_realloc(void *p, size_t n)
 	struct pa_span *s = block_span("realloc", p);
 	if (vg_active())
 		goto move; /* memcheck knows the block by its requested size */
-	if (s->cls == 0 && n > (size_t)s->npages * PA_PAGE_SIZE && n <= PTRDIFF_MAX &&
-	    pages_of(n) <= LARGE_MAX_PAGES) {
-		/* Grow a large block into free pages right after it. */
-		size_t want = pages_of(n);
-		if (pages_alloc_at(span_base(s) + s->npages * PA_PAGE_SIZE, want - s->npages)) {
-			cache_count_large(0, (int64_t)(want - s->npages));
-			s->npages = want;
-			return p;
-		}
-	}
-	if (fits_in_place(s, n)) {
-		size_t keep = pages_of(n);
-		if (s->cls == 0 && keep < s->npages) {
-			/* Shrink a large block: its tail pages go back. */
-			size_t tail = s->npages - keep;
-			s->npages = keep;
-			cache_count_large(0, -(int64_t)tail);
-			pages_free(span_base(s) + keep * PA_PAGE_SIZE, tail);
-		}
+	if (s->cls != 0 ? fits_in_place(s, n) : large_resize(s, n, cache_large(cache_real())))
 		return p;
-	}
 move:;
 	void *q = pa_malloc(n);
 	if (q == NULL)
@@ -634,7 +526,9 @@ void pa_thread_cache_flush(void)
 {
 	/* The stashes first: spans they empty leave their records in this
 	 * thread's spares, which the cache's flush gives back. */
-	central_stash_drain(1, cache_spares(cache_real()));
+	struct pa_tcache *tc = cache_real();
+	large_stash_drain(1, cache_large(tc), cache_spares(tc));
+	central_stash_drain(1, cache_spares(tc));
 	cache_flush_self();
 }
 

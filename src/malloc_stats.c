@@ -12,8 +12,8 @@
 
 #include "cache.h"
 #include "central.h"
+#include "large.h"
 #include "layout.h"
-#include "malloc_internal.h"
 #include "pagealloc.h"
 #include "pages.h"
 
@@ -56,7 +56,7 @@ int pa_malloc_stats(struct pa_malloc_stats *out)
 	 * thread slots or the large stash (racy while threads free; exact when
 	 * they are quiet). */
 	size_t stash_spans, stash_pages;
-	central_large_stashed(&stash_spans, &stash_pages);
+	large_stashed(&stash_spans, &stash_pages);
 	slot_objects += stash_spans;
 	slot_pages += stash_pages;
 	out->stashed_bytes += stash_pages * PA_PAGE_SIZE;

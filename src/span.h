@@ -37,7 +37,8 @@
  * page only p == base is exact, index 0) whose alloc
  * bit 0 is set while the object is live, so the small-object checks serve
  * it unchanged; a freed large object may wait in its thread's large slots
- * (cache.h) for reuse with bit 0 clear: a free of it then is a double free.
+ * or the large stash (large.h) for reuse with bit 0 clear: a free of it
+ * then is a double free.
  *
  * Locking: the fields below `next` change only under the central lock of
  * the span's class (central.h), or, for a large span, belong to the thread

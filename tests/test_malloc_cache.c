@@ -16,6 +16,7 @@
 
 #include "cache.h"
 #include "central.h"
+#include "large.h"
 #include "os.h"
 #include "pagealloc.h"
 #include "pagemap.h"
@@ -23,6 +24,15 @@
 #include "sizeclass_table.h"
 #include "span.h"
 #include "vg.h"
+
+/* Both stashes, the large one first (as pa_thread_cache_flush drains them),
+ * with this thread's large slots and spare span records. */
+static size_t stashes_drain(int all)
+{
+	struct pa_tcache *tc = cache_real();
+	size_t moved = large_stash_drain(all, cache_large(tc), cache_spares(tc));
+	return moved + central_stash_drain(all, cache_spares(tc));
+}
 
 static size_t cached_objects(unsigned cls)
 {
@@ -637,18 +647,18 @@ static void *decay_thread(void *arg)
 	size_t *moved = arg;
 	unsigned cls = pa_size_to_class(32768);
 	static void *a[8];
-	central_stash_drain(1, cache_spares(cache_real()));
+	stashes_drain(1);
 	for (int k = 0; k < 8; k++)
 		a[k] = pa_malloc(32768);
 	for (int k = 0; k < 8; k++)
-		pa_free(a[k]); /* PA_TC_LIST_BATCHES (4) in the list, 4 stashed */
-	moved[0] = central_stash_drain(0, cache_spares(cache_real())); /* a period starts: 0 */
+		pa_free(a[k]);       /* PA_TC_LIST_BATCHES (4) in the list, 4 stashed */
+	moved[0] = stashes_drain(0); /* a period starts: 0 */
 	for (unsigned k = 0; k < PA_TC_LIST_BATCHES; k++)
 		a[k] = pa_malloc(32768); /* from the list */
 	/* The list is empty: a stashed one (3 left). */
 	a[PA_TC_LIST_BATCHES] = pa_malloc(32768);
 	moved[1] = central_stashed(cls);
-	moved[2] = central_stash_drain(0, cache_spares(cache_real())); /* 3: none used since */
+	moved[2] = stashes_drain(0); /* 3: none used since */
 	moved[3] = central_stashed(cls);
 	for (unsigned k = 0; k <= PA_TC_LIST_BATCHES; k++)
 		pa_free(a[k]);
@@ -680,7 +690,7 @@ struct large_run {
 static size_t large_stash_spans(void)
 {
 	size_t spans, pages;
-	central_large_stashed(&spans, &pages);
+	large_stashed(&spans, &pages);
 	return spans;
 }
 
@@ -695,7 +705,7 @@ static void *large_giver(void *arg)
 	}
 	for (int k = 0; k < 5; k++)
 		pa_free(r->a[k]);
-	central_large_stashed(&r->stashed_spans, &r->stashed_pages);
+	large_stashed(&r->stashed_spans, &r->stashed_pages);
 	struct pa_malloc_stats m;
 	assert_int_equal(pa_malloc_stats(&m), 0);
 	r->stashed_bytes = m.stashed_bytes;
@@ -725,7 +735,7 @@ static void *large_taker(void *arg)
 static void a_large_block_let_go_by_full_slots_serves_another_thread(void **state)
 {
 	(void)state;
-	central_stash_drain(1, cache_spares(cache_real()));
+	stashes_drain(1);
 	struct large_run r;
 	run_in_thread(large_giver, &r);
 	TU_EQ(r.stashed_spans, 1);
@@ -756,8 +766,8 @@ static void *large_cap_thread(void *arg)
 		a[k] = pa_malloc(128 << 10);
 	for (int k = 0; k < 13; k++)
 		pa_free(a[k]);
-	central_large_stashed(&got[0], &got[1]);
-	got[2] = cache_self->nlarge;
+	large_stashed(&got[0], &got[1]);
+	got[2] = cache_self->large.n;
 	got[3] = pagemap_lookup((uintptr_t)a[8]) == NULL; /* the ninth let go: released */
 	got[4] = pagemap_lookup((uintptr_t)a[0]) != NULL; /* the first: stashed */
 	return NULL;
@@ -766,7 +776,7 @@ static void *large_cap_thread(void *arg)
 static void the_large_stash_holds_at_most_one_mib_of_a_page_count(void **state)
 {
 	(void)state;
-	central_stash_drain(1, cache_spares(cache_real()));
+	stashes_drain(1);
 	size_t got[5];
 	run_in_thread(large_cap_thread, got);
 	TU_EQ(got[0], 8);
@@ -783,17 +793,17 @@ static void *large_decay_thread(void *arg)
 {
 	struct large_run *r = arg;
 	size_t *moved = (size_t *)r->b; /* b[] reused for the counts */
-	central_stash_drain(1, cache_spares(cache_real()));
+	stashes_drain(1);
 	for (int k = 0; k < 7; k++)
 		r->a[k] = pa_malloc(LS_SIZE);
 	for (int k = 0; k < 7; k++)
-		pa_free(r->a[k]); /* slots: a[3..6]; stash: a[0..2] */
-	moved[0] = central_stash_drain(0, cache_spares(cache_real())); /* a period starts: 0 */
+		pa_free(r->a[k]);    /* slots: a[3..6]; stash: a[0..2] */
+	moved[0] = stashes_drain(0); /* a period starts: 0 */
 	void *c[5];
 	for (int k = 0; k < 5; k++)
 		c[k] = pa_malloc(LS_SIZE); /* four from the slots, then a[2] */
 	moved[1] = large_stash_spans();
-	moved[2] = central_stash_drain(0, cache_spares(cache_real())); /* 2: none used since */
+	moved[2] = stashes_drain(0); /* 2: none used since */
 	moved[3] = large_stash_spans();
 	moved[4] = c[4] == r->a[2];
 	for (int k = 0; k < 5; k++)

@@ -30,9 +30,19 @@
 
 #include "cache.h"
 #include "central.h"
+#include "large.h"
 #include "pagealloc.h"
 #include "pagemap.h"
 #include "span.h"
+
+/* Both stashes, the large one first (as pa_thread_cache_flush drains them),
+ * with this thread's large slots and spare span records. */
+static size_t stashes_drain(int all)
+{
+	struct pa_tcache *tc = cache_real();
+	size_t moved = large_stash_drain(all, cache_large(tc), cache_spares(tc));
+	return moved + central_stash_drain(all, cache_spares(tc));
+}
 
 /* The fault texts of src/span.c (fault_text), word for word. */
 #define FOREIGN "not a live block of this heap (foreign pointer, or freed already)"
@@ -122,7 +132,7 @@ static void small_double_free_while_its_batch_is_stashed(void)
 static void small_double_free_after_a_cache_overflow(void)
 {
 	void *p = overflow_with();
-	central_stash_drain(1, cache_spares(cache_real()));
+	stashes_drain(1);
 	if (!span_has_it_free(p))
 		setup_failed();
 	pa_free(set_ptr(p));
@@ -185,7 +195,7 @@ static void large_double_free_while_stashed(void)
 	for (int k = 0; k < 5; k++)
 		pa_free(a[k]);
 	size_t spans, pages;
-	central_large_stashed(&spans, &pages);
+	large_stashed(&spans, &pages);
 	if (spans != 1 || pages != 6 || pagemap_lookup((uintptr_t)a[0]) == NULL)
 		setup_failed(); /* a[0] waits in the stash, still mapped */
 	pa_free(set_ptr(a[0]));
