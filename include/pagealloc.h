@@ -59,7 +59,7 @@ struct pa_stats {
 	size_t summary_reserved; /* PROT_NONE address space for the summary tree */
 	uintptr_t window_base;   /* the address window the heap may occupy */
 	size_t window_bytes;
-	int window_fallback;    /* 1: the full 48-bit reservation was refused */
+	int window_fallback;    /* 1: narrowed for an address-space limit (ulimit -v) */
 	size_t heap_ranges;     /* discontiguous address ranges the heap spans */
 	uint64_t grow_count;    /* times the heap grew */
 	uint64_t grow_failures; /* growths the OS refused */

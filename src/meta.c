@@ -53,7 +53,7 @@ static void avail_remove(struct pa_meta_block *b)
 static struct pa_meta_block *block_new(struct pa_meta_pool *p)
 {
 	const size_t bytes = meta_block_bytes(p->size);
-	void *m = os_reserve(bytes, bytes, 0);
+	void *m = os_reserve(bytes, bytes);
 	if (m == NULL)
 		return NULL;
 	if (os_commit(m, bytes) != 0) {

@@ -3,7 +3,9 @@
  *
  * Address space is reserved PROT_NONE with MAP_NORESERVE: it costs no memory
  * and no overcommit charge, so the summary tree's ~585 MiB reservation and
- * multi-GiB heap arenas are cheap. Committing is an mprotect to read-write;
+ * multi-GiB heap arenas are cheap. It does count against an address-space
+ * limit (RLIMIT_AS), which the page heap reads (os_addr_space_limit) to size
+ * what it reserves. Committing is an mprotect to read-write;
  * the kernel still supplies pages lazily on first touch. Where the kernel is
  * in strict overcommit mode (vm.overcommit_memory=2) MAP_NORESERVE is ignored
  * and the commit is charged, which is the correct outcome there.
@@ -22,6 +24,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -50,20 +53,21 @@ static void *reserve_exact(size_t size, uintptr_t hint, int flags)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-void *os_reserve(size_t size, size_t align, uintptr_t hint)
+void *os_reserve_at(uintptr_t addr, size_t size)
 {
-	if (hint != 0 && (hint & (align - 1)) == 0) {
-		int saved = errno; /* EEXIST from a taken hint is no failure */
-		void *p = reserve_exact(size, hint, MAP_FIXED_NOREPLACE);
-		errno = saved;
-		/* Kernels before 4.17 ignore the flag and may place it elsewhere. */
-		if (p != NULL && (uintptr_t)p != hint) {
-			os_unmap(p, size);
-			p = NULL;
-		}
-		if (p != NULL)
-			return p;
+	int saved = errno; /* EEXIST from a taken address is no failure */
+	void *p = reserve_exact(size, addr, MAP_FIXED_NOREPLACE);
+	errno = saved;
+	/* Kernels before 4.17 ignore the flag and may place it elsewhere. */
+	if (p != NULL && (uintptr_t)p != addr) {
+		os_unmap(p, size);
+		p = NULL;
 	}
+	return p;
+}
+
+void *os_reserve(size_t size, size_t align)
+{
 	if (align <= os_page_size())
 		return reserve_exact(size, 0, 0);
 	/* Over-reserve by the alignment and trim both ends. */
@@ -79,6 +83,15 @@ void *os_reserve(size_t size, size_t align, uintptr_t hint)
 	if (end > base + size)
 		os_unmap((void *)(base + size), end - (base + size));
 	return (void *)base;
+}
+
+size_t os_addr_space_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+	    rl.rlim_cur >= (rlim_t)SIZE_MAX)
+		return SIZE_MAX;
+	return (size_t)rl.rlim_cur;
 }
 
 int os_commit(void *addr, size_t size)

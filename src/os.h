@@ -14,8 +14,16 @@ size_t os_page_size(void);
 
 /* Reserve size bytes of address space, PROT_NONE and not charged against
  * overcommit, aligned to align (a power of two >= the OS page). NULL on
- * failure. `hint`, if nonzero, is tried first, without replacing anything. */
-void *os_reserve(size_t size, size_t align, uintptr_t hint);
+ * failure. An alignment above the OS page is got by reserving size + align
+ * and trimming, so it needs that much room for a moment. */
+void *os_reserve(size_t size, size_t align);
+
+/* Reserve exactly [addr, addr + size) if none of it is mapped, else NULL. */
+void *os_reserve_at(uintptr_t addr, size_t size);
+
+/* The address-space limit (RLIMIT_AS, `ulimit -v`) in bytes, SIZE_MAX when
+ * there is none. Reserved PROT_NONE space counts against it. */
+size_t os_addr_space_limit(void);
 
 /* Make a reserved range readable and writable. 0 or -1. */
 int os_commit(void *addr, size_t size);

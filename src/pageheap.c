@@ -193,7 +193,7 @@ static size_t tree_bytes(unsigned window_bits)
 static int tree_reserve(struct pa_pageheap *h, unsigned window_bits, uintptr_t window_base)
 {
 	size_t total = tree_bytes(window_bits);
-	char *p = os_reserve(total, os_page_size(), 0);
+	char *p = os_reserve(total, os_page_size());
 	if (p == NULL)
 		return -1;
 	size_t nchunks = (size_t)1 << (window_bits - PA_CHUNK_SHIFT);
@@ -220,8 +220,49 @@ static int tree_reserve(struct pa_pageheap *h, unsigned window_bits, uintptr_t w
 	return 0;
 }
 
-/* Narrower windows to fall back to when the full reservation is refused. */
-static const unsigned fallback_window_bits[] = {44, 40, 36};
+/*
+ * The window for an address-space limit of `limit` bytes (SIZE_MAX: none).
+ * Reserved space counts against the limit, and the full tree's ~585 MiB
+ * would leave little or nothing of it for the heap. A process under the
+ * limit can never map more than `limit` bytes, so a window 16 times that
+ * (at least 64 GiB) holds every heap it can have with room for where the
+ * kernel places them; its tree costs under 1/10000 of the limit.
+ */
+static unsigned window_bits_for(size_t limit)
+{
+	if (limit == SIZE_MAX)
+		return PA_ADDR_BITS;
+	unsigned bits = 36;
+	while (bits < PA_ADDR_BITS && ((uintptr_t)1 << (bits - 4)) < limit)
+		bits++;
+	return bits;
+}
+
+/*
+ * Reserve a tree for a window of at most `bits` centred on where the kernel
+ * places mappings now, so our arenas can land inside; narrower windows (to
+ * 64 GiB) are tried if the reservation is refused. 0 or -1.
+ */
+static int tree_reserve_narrow(struct pa_pageheap *h, unsigned bits, size_t limit)
+{
+	void *probe = os_reserve(PA_CHUNK_SIZE, os_page_size());
+	if (probe == NULL)
+		return -1;
+	os_unmap(probe, PA_CHUNK_SIZE);
+	if (limit <= PA_PLACE_LIMIT_MAX) {
+		/* A small limit: arenas go in the GiB around the probe, so the
+		 * heap needs one pagemap leaf, not two when it straddles. */
+		h->place_region = ((uintptr_t)probe >> PA_PLACE_REGION_SHIFT) + 1;
+	}
+	for (;;) {
+		uintptr_t size = (uintptr_t)1 << bits;
+		if (tree_reserve(h, bits, PA_ALIGN_DOWN((uintptr_t)probe, size)) == 0)
+			return 0;
+		if (bits == 36)
+			return -1;
+		bits = bits - 4 > 36 ? bits - 4 : 36;
+	}
+}
 
 int pageheap_init(struct pa_pageheap *h, const struct pa_pageheap_opts *opts)
 {
@@ -244,27 +285,26 @@ int pageheap_init(struct pa_pageheap *h, const struct pa_pageheap_opts *opts)
 			errno = ENOMEM;
 			return -1;
 		}
-	} else if (tree_reserve(h, PA_ADDR_BITS, 0) != 0) {
-		/* Probably ulimit -v. Centre a narrower window on where the
-		 * kernel places mappings now, so our arenas can land inside. */
-		void *probe = os_reserve(PA_CHUNK_SIZE, os_page_size(), 0);
-		if (probe == NULL) {
-			errno = ENOMEM;
-			return -1;
+	} else {
+		size_t limit = os_addr_space_limit();
+		unsigned bits = window_bits_for(limit);
+		if (limit != SIZE_MAX) {
+			/* Reserve no more than 1/16 of the limit per growth: an
+			 * arena's unused tail counts against it too. */
+			size_t most = PA_ALIGN_DOWN(limit / 16, PA_CHUNK_SIZE);
+			if (most < PA_CHUNK_SIZE)
+				most = PA_CHUNK_SIZE;
+			if (h->arena_bytes > most)
+				h->arena_bytes = most;
 		}
-		os_unmap(probe, PA_CHUNK_SIZE);
-		size_t k = 0, n = sizeof(fallback_window_bits) / sizeof(fallback_window_bits[0]);
-		for (; k < n; k++) {
-			uintptr_t size = (uintptr_t)1 << fallback_window_bits[k];
-			if (tree_reserve(h, fallback_window_bits[k],
-			                 PA_ALIGN_DOWN((uintptr_t)probe, size)) == 0)
-				break;
+		if (bits < PA_ADDR_BITS || tree_reserve(h, PA_ADDR_BITS, 0) != 0) {
+			/* A limit, or a refusal (a limit set since we read it). */
+			if (tree_reserve_narrow(h, bits < PA_ADDR_BITS ? bits : 44, limit) != 0) {
+				errno = ENOMEM;
+				return -1;
+			}
+			h->window_fallback = 1;
 		}
-		if (k == n) {
-			errno = ENOMEM;
-			return -1;
-		}
-		h->window_fallback = 1;
 	}
 	hint_set(h, h->limit_hint);
 	return 0;
@@ -531,34 +571,137 @@ int pageheap_grow_range(struct pa_pageheap *h, uintptr_t base, size_t npages)
 	return r;
 }
 
+/* Where arenas may go: the window, or the placement region inside it. */
+static void arena_bounds(const struct pa_pageheap *h, uintptr_t *lo, uintptr_t *hi)
+{
+	*lo = h->window_base;
+	*hi = *lo + ((uintptr_t)1 << h->window_bits);
+	if (h->place_region != 0) {
+		*lo = (h->place_region - 1) << PA_PLACE_REGION_SHIFT;
+		*hi = *lo + PA_PLACE_REGION;
+	}
+}
+
+/* Is [p, p + size) where arenas may go? */
 static int in_window(const struct pa_pageheap *h, uintptr_t p, uintptr_t size)
 {
-	uintptr_t window_limit = h->window_base + ((uintptr_t)1 << h->window_bits);
-	return p >= h->window_base && p + size <= window_limit && p + size > p;
+	uintptr_t lo, hi;
+	arena_bounds(h, &lo, &hi);
+	return p >= lo && p + size <= hi && p + size > p;
+}
+
+/* The chunk-aligned base of the arena range that ends at the current
+ * arena's end (0 if none). */
+static uintptr_t arena_range_base(const struct pa_pageheap *h)
+{
+	size_t i = range_list_search(&h->arenas, h->arena_end - 1);
+	if (i == h->arenas.n || range_base(&h->arenas.v[i]) >= h->arena_end)
+		return 0;
+	return PA_ALIGN_DOWN(range_base(&h->arenas.v[i]), PA_CHUNK_SIZE);
 }
 
 /*
  * Reserve size bytes of chunk-aligned address space inside the window.
- * First try right after the previous arena, so the heap stays contiguous;
- * then wherever the kernel likes; in a narrowed window, scan it downwards.
+ * First try right after the current arena, so the heap stays contiguous.
+ * In a narrowed window (an address-space limit), then right below it: the
+ * kernel places mappings top down, so that is where room usually is, and an
+ * exact placement needs no alignment slack, which a nearly full address
+ * space may not have. (Without a limit the heap does not grow downwards:
+ * a new arena right below a freed run would let first fit join the two,
+ * which changes where a growing heap's runs land.) Then wherever the kernel
+ * likes; in a narrowed window, scan it downwards.
  */
 static uintptr_t reserve_arena(struct pa_pageheap *h, uintptr_t size)
 {
-	uintptr_t p = (uintptr_t)os_reserve(size, PA_CHUNK_SIZE, h->arena_end);
+	if (h->arena_end != 0) {
+		int narrowed = h->window_bits < PA_ADDR_BITS;
+		uintptr_t at[2] = {h->arena_end, arena_range_base(h) - size};
+		for (int k = 0; k < 1 + narrowed; k++) {
+			if (!in_window(h, at[k], size))
+				continue;
+			uintptr_t p = (uintptr_t)os_reserve_at(at[k], size);
+			if (p != 0)
+				return p;
+		}
+	}
+	uintptr_t p = (uintptr_t)os_reserve(size, PA_CHUNK_SIZE);
 	if (p != 0 && in_window(h, p, size))
 		return p;
 	os_unmap((void *)p, size);
 	if (h->window_bits >= PA_ADDR_BITS)
 		return 0;
-	uintptr_t top = h->window_base + ((uintptr_t)1 << h->window_bits);
-	for (unsigned k = 1; k <= 512 && (uintptr_t)k * size <= top - h->window_base; k++) {
-		uintptr_t cand = top - k * size;
-		p = (uintptr_t)os_reserve(size, PA_CHUNK_SIZE, cand);
-		if (p == cand)
+	uintptr_t bottom, top;
+	arena_bounds(h, &bottom, &top);
+	for (unsigned k = 1; k <= 512 && (uintptr_t)k * size <= top - bottom; k++) {
+		p = (uintptr_t)os_reserve_at(top - k * size, size);
+		if (p != 0)
 			return p;
-		os_unmap((void *)p, size);
 	}
 	return 0;
+}
+
+/*
+ * Reserve the most pages (at least npages) that the OS still gives at the
+ * end of chunk `c` (from_top: the pages just below c + PA_CHUNK_SIZE) or at
+ * its start; 0 if not even npages. *at receives their address.
+ */
+static size_t reserve_part(uintptr_t c, int from_top, size_t npages, uintptr_t *at)
+{
+	size_t lo = npages, hi = PA_CHUNK_PAGES - 1, got = 0;
+	while (lo <= hi) { /* the largest n in [lo, hi] that can be reserved */
+		size_t n = lo + (hi - lo) / 2;
+		uintptr_t a = from_top ? c + PA_CHUNK_SIZE - n * PA_PAGE_SIZE : c;
+		void *p = os_reserve_at(a, n * PA_PAGE_SIZE);
+		if (p == NULL) {
+			hi = n - 1;
+			continue;
+		}
+		os_unmap(p, n * PA_PAGE_SIZE);
+		got = n;
+		*at = a;
+		lo = n + 1;
+	}
+	return got != 0 && os_reserve_at(*at, got * PA_PAGE_SIZE) != NULL ? got : 0;
+}
+
+/*
+ * The address space is nearly all used (a limit, ulimit -v) and not one more
+ * chunk can be reserved: grow by the part of a chunk that can, next to the
+ * heap (the chunk above the current arena, or the one below it). The chunk
+ * joins the heap whole; its pages outside the part are not ours, so they are
+ * allocated at once and never freed (they count in inuse_pages). Without
+ * this, up to a chunk (4 MiB) of a process's last address space goes unused.
+ */
+static int grow_partial(struct pa_pageheap *h, size_t npages)
+{
+	uintptr_t below = arena_range_base(h);
+	uintptr_t chunk[2] = {h->arena_end, below != 0 ? below - PA_CHUNK_SIZE : 0};
+	for (int k = 0; k < 2; k++) {
+		uintptr_t c = chunk[k], at = 0;
+		size_t n;
+		if (c == 0 || !in_window(h, c, PA_CHUNK_SIZE) ||
+		    range_list_reserve(&h->arenas, h->arenas.n + 1) != 0 ||
+		    (n = reserve_part(c, k == 1, npages, &at)) == 0)
+			continue;
+		if (os_commit((void *)at, n * PA_PAGE_SIZE) != 0 ||
+		    pageheap_grow_range_locked(h, c, PA_CHUNK_PAGES) != 0) {
+			os_unmap((void *)at, n * PA_PAGE_SIZE);
+			continue;
+		}
+		range_list_add(&h->arenas, at, at + n * PA_PAGE_SIZE);
+		h->reserved_bytes += n * PA_PAGE_SIZE;
+		if (at > c)
+			pageheap_alloc_range_locked(h, c, (at - c) / PA_PAGE_SIZE);
+		uintptr_t end = at + n * PA_PAGE_SIZE;
+		if (end < c + PA_CHUNK_SIZE)
+			pageheap_alloc_range_locked(h, end,
+			                            (c + PA_CHUNK_SIZE - end) / PA_PAGE_SIZE);
+		if (k == 0) /* the arena now ends with this chunk */
+			h->arena_next = h->arena_end = c + PA_CHUNK_SIZE;
+		__atomic_store_n(&h->grow_count, h->grow_count + 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	return -1;
 }
 
 /* Get at least npages of new heap from the OS: reserve, commit, grow. */
@@ -572,6 +715,9 @@ static int grow_from_os(struct pa_pageheap *h, size_t npages)
 		uintptr_t p = reserve_arena(h, size);
 		if (p == 0 && size > need)
 			p = reserve_arena(h, size = need);
+		if (p == 0 && need == PA_CHUNK_SIZE && h->arena_next == h->arena_end &&
+		    grow_partial(h, npages) == 0)
+			return 0;
 		if (p == 0 || range_list_reserve(&h->arenas, h->arenas.n + 1) != 0) {
 			os_unmap((void *)p, size);
 			goto fail;

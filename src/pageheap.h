@@ -30,9 +30,13 @@
  *     scav bits, inuse_pages the count of alloc bits over the heap ranges.
  *
  * The address window: normally the tree covers the whole 48-bit space
- * (window_base 0, ~585 MiB of PROT_NONE reservation). If that reservation is
- * refused (ulimit -v), pageheap_init retries with narrower windows down to
- * 64 GiB and the heap only ever places memory inside the window.
+ * (window_base 0, ~585 MiB of PROT_NONE reservation). Under an address-space
+ * limit (RLIMIT_AS, ulimit -v), which that reservation counts against,
+ * pageheap_init takes a window 16 times the limit (at least 64 GiB, a tree
+ * under 1/10000 of the limit) around where the kernel places mappings, and
+ * reserves at most 1/16 of the limit per growth; if a reservation is refused
+ * it retries with narrower windows down to 64 GiB. The heap only ever
+ * places memory inside its window.
  *
  * Locking: every field below `lock` is protected by it. Functions named
  * *_locked expect the caller to hold it; the others take it.
@@ -95,6 +99,14 @@ struct pa_pageheap_opts {
 
 #define PA_ARENA_DEFAULT ((size_t)64 << 20)
 
+/* A heap under an address-space limit of at most PA_PLACE_LIMIT_MAX stays in
+ * one aligned PA_PLACE_REGION, the span of one pagemap leaf (pagemap.h):
+ * a second leaf, needed where a heap straddles two, would cost 1 MiB of a
+ * 64 MiB limit's address space. */
+#define PA_PLACE_REGION_SHIFT 30u
+#define PA_PLACE_REGION ((uintptr_t)1 << PA_PLACE_REGION_SHIFT)
+#define PA_PLACE_LIMIT_MAX ((size_t)512 << 20)
+
 /* Why a range handed to pa_pages_free is not a live allocation. */
 enum pa_page_fault {
 	PA_PAGE_OK = 0,
@@ -110,9 +122,14 @@ struct pa_pageheap {
 	/* Set at init, then read-only. */
 	uintptr_t window_base;
 	unsigned window_bits;
-	int window_fallback; /* 1 if the full 48-bit window was refused */
+	int window_fallback; /* 1: narrower than 48 bits (address-space limit) */
 	int metadata_only;
 	size_t arena_bytes;
+	/* Under a limit of at most PA_PLACE_LIMIT_MAX, arenas are placed in
+	 * one aligned PA_PLACE_REGION: this is its address over the region's
+	 * size, plus 1 (a number, not an address: memcheck must not see a
+	 * pointer to a block at its base); 0: anywhere in the window. */
+	uintptr_t place_region;
 	pa_sum *sum[PA_SUM_LEVELS]; /* level arrays inside one reservation */
 	size_t sum_len[PA_SUM_LEVELS];
 	void *sum_reservation;

@@ -21,7 +21,7 @@ static struct pa_span **leaf_get(uintptr_t r)
 	lock_acquire(&pagemap_leaf_lock);
 	leaf = pagemap_root[r];
 	if (leaf == NULL) {
-		void *m = os_reserve(LEAF_BYTES, os_page_size(), 0);
+		void *m = os_reserve(LEAF_BYTES, os_page_size());
 		if (m != NULL && os_commit(m, LEAF_BYTES) != 0) {
 			os_unmap(m, LEAF_BYTES);
 			m = NULL;
@@ -43,6 +43,10 @@ int pagemap_set(uintptr_t base, size_t npages, struct pa_span *s)
 	for (size_t i = 0; i < npages;) {
 		uintptr_t a = base + i * PA_PAGE_SIZE;
 		uintptr_t r = a >> PA_PAGEMAP_LEAF_SHIFT;
+		if (r >= PA_PAGEMAP_ROOT_LEN) {
+			errno = ENOMEM;
+			return s != NULL ? -1 : 0;
+		}
 		struct pa_span **leaf = s != NULL ? leaf_get(r) : pagemap_root[r];
 		if (leaf == NULL)
 			return s != NULL ? -1 : 0;

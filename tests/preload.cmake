@@ -20,6 +20,8 @@
 #                           preloaded and linked with pa_malloc (KIND: leak,
 #                           uaf, clean; only_leaks_SIZE: three leaked blocks
 #                           of SIZE bytes are a program's only allocations)
+#   preload_addr_limit      addr_limit.sh: under ulimit -v from 64 MiB to 64 GiB a
+#                           program gets at least 95% of the heap glibc gives it
 #   preload_run_command     run_command.sh: the build tree's `pagealloc run`
 #   install_pkgconfig, install_cmake, install_preload
 #                           install_test.sh: cmake --install into a fresh
@@ -45,6 +47,7 @@ add_executable(preload_threads ${PA_PT_DIR}/threads.c)
 add_executable(preload_cxx_containers ${PA_PT_DIR}/cxx_containers.cc)
 add_executable(preload_fork_deadlock ${PA_PT_DIR}/fork_deadlock.c)
 add_executable(preload_bad_pointer ${PA_PT_DIR}/bad_pointer.c)
+add_executable(preload_addr_fill ${PA_PT_DIR}/addr_fill.c)
 # Plain programs on the C library's malloc, which the preload replaces.
 foreach(exe preload_threads preload_cxx_containers preload_fork_deadlock preload_bad_pointer)
 	target_link_libraries(${exe} PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
@@ -114,6 +117,10 @@ foreach(size 64 1000 100000 5000000)
 	pa_preload_test(linked_valgrind_only_leaks_${size} bash ${PA_PT_DIR}/valgrind.sh linked -
 		$<TARGET_FILE:linked_valgrind_only_leaks> only_leaks ${size})
 endforeach()
+
+# ---- an address-space limit ------------------------------------------------------
+pa_preload_test(preload_addr_limit bash ${PA_PT_DIR}/addr_limit.sh ${PA_PT_PRELOAD}
+	$<TARGET_FILE:preload_addr_fill>)
 
 # ---- the pagealloc command and the installed package ------------------------------
 if(EXISTS ${PROJECT_SOURCE_DIR}/tools/pagealloc.in) # configured at the end of CMakeLists.txt
