@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Check the formatting (tools/format.sh --check), then build libpagealloc
-# three ways and run every test in each:
+# four ways and run every test in each:
 #   build/       plain (RelWithDebInfo), all tests, then pa-demo and the
 #                malloc API test under valgrind
+#   build-release/  Release (no debug information), all tests
 #   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer, all tests
 #   build-tsan/  ThreadSanitizer, the tests named *concurrent* or *thread*
 # then the tests of tools/report.py and the smoke runs of tools/compare.sh and
@@ -30,6 +31,10 @@ build() { # dir, cmake options...
 step "plain build: build/"
 build build
 (cd build && ctest --output-on-failure -j2)
+
+step "Release build: build-release/"
+build build-release -DCMAKE_BUILD_TYPE=Release -DPA_BUILD_BENCH=OFF
+(cd build-release && ctest --output-on-failure -j2)
 
 step "ASan+UBSan build: build-asan/"
 build build-asan -DPA_SANITIZE=address,undefined -DPA_BUILD_BENCH=OFF
