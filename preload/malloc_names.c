@@ -13,7 +13,7 @@
  *
  * All the names live in this one object, so a static link that takes any of
  * them takes them all and never pulls the C library's malloc.o in beside
- * them (the __libc_* names: PITFALLS 13, gperftools#856, jemalloc PR#481).
+ * them (the __libc_* names: gperftools#856, jemalloc PR#481).
  * cfree is the old alias of free that glibc still exports for old binaries.
  *
  * Which names the library exports is decided by preload/preload.map; the

@@ -1,7 +1,7 @@
 /*
  * pageheap.h — the page heap: address-ordered first-fit allocation of runs of
  * 8 KiB pages, after the Go runtime's 2019 page allocator
- * (shared/seeds/004: "Scaling the Go page allocator").
+ * (the design document "Scaling the Go page allocator", 2019).
  *
  * Data structures (see docs/design.md for the picture):
  *
