@@ -12,7 +12,8 @@
  *
  * Lock order: a central lock, then the page heap's locks (pages.h). No two
  * central locks are held at once except by fork handling: the classes in
- * order (after the sweep's lock, and before the large stash's: large.h).
+ * order (after the sweeps' lock, sweep.h, and before the large stash's,
+ * large.h).
  */
 #ifndef PA_CENTRAL_H
 #define PA_CENTRAL_H
@@ -23,7 +24,6 @@
 #include "lock.h"
 #include "sizeclass_table.h"
 
-struct pa_large_slots;
 struct pa_span;
 struct pa_span_spares;
 
@@ -58,7 +58,7 @@ struct pa_central {
 	struct pa_span *partial; /* spans with at least one free object */
 	size_t spans;            /* spans of this class */
 	size_t out;              /* objects out of their spans: in caches, stashed or live */
-	size_t rel_pages;        /* 4 KiB pages of its spans released by central_sweep */
+	size_t rel_pages;        /* 4 KiB pages of its spans released by a sweep (sweep.h) */
 	size_t dirty;            /* spans with an object back since their last sweep */
 	uint32_t nstash;         /* central_stash[cls][0, nstash): batches, oldest
 	                          * first (relaxed atomic stores: the stats read it) */
@@ -127,28 +127,6 @@ size_t central_stashed(unsigned cls);
  * fewest it held meanwhile: jemalloc's and tcmalloc's low-water mark).
  * Returns objects moved. */
 size_t central_stash_drain(int all, struct pa_span_spares *sp);
-
-/*
- * Release the 4 KiB pages inside partly free spans that hold no object out
- * of the span (span.h), in spans that got an object back at least min_age
- * epochs (ms) before `now` and were not swept since; at most max_spans
- * spans get a release, from where the previous call stopped. Returns bytes
- * released. Sweeps take turns (a lock of their own, taken before any
- * central lock).
- */
-size_t central_sweep(uint32_t now, uint32_t min_age, unsigned max_spans);
-
-/* What the scavenger's hook (malloc.c's, pages_set_sweep) does at every
- * wake: the stashes' decay (large_stash_drain(0) and central_stash_drain(0))
- * every CENTRAL_STASH_DECAY_MS; and, unless heap_busy, a central_sweep step
- * of a few spans when free objects in spans are a large enough share of the
- * heap's pages in use to be worth splitting huge pages for. ls and sp: the
- * calling thread's large slots and spare span records, or NULL. */
-size_t central_sweep_background(uint32_t now, uint32_t min_age, int heap_busy,
-                                struct pa_large_slots *ls, struct pa_span_spares *sp);
-
-/* Bytes of span pages the sweep released and no object has touched since. */
-size_t central_released_bytes(void);
 
 /* fork: take every central lock (prepare), release them (parent), or reset
  * them (child). */

@@ -33,6 +33,7 @@
 #include "pagemap.h"
 #include "pages.h"
 #include "span.h"
+#include "sweep.h"
 #include "vg.h"
 
 /* ---- initialisation -------------------------------------------------------- */
@@ -42,6 +43,7 @@ int vg_on;
 
 static void fork_prepare(void)
 {
+	sweep_fork(PA_FORK_PREPARE);
 	central_lock_all();
 	large_fork(PA_FORK_PREPARE);
 	cache_fork_prepare();
@@ -54,6 +56,7 @@ static void fork_parent(void)
 	cache_fork_parent();
 	large_fork(PA_FORK_PARENT);
 	central_unlock_all();
+	sweep_fork(PA_FORK_PARENT);
 }
 
 static void fork_child(void)
@@ -62,6 +65,7 @@ static void fork_child(void)
 	cache_fork_child();
 	central_reset_locks();
 	large_fork(PA_FORK_CHILD);
+	sweep_fork(PA_FORK_CHILD);
 }
 
 /* The scavenger's hook (pages_set_sweep), with the calling thread's large
@@ -69,7 +73,7 @@ static void fork_child(void)
 static size_t malloc_background(uint32_t now, uint32_t min_age, int heap_busy)
 {
 	struct pa_tcache *tc = cache_real();
-	return central_sweep_background(now, min_age, heap_busy, cache_large(tc), cache_spares(tc));
+	return sweep_background(now, min_age, heap_busy, cache_large(tc), cache_spares(tc));
 }
 
 /* Under the page heap's init lock (pages_once): nothing here allocates. */
@@ -527,8 +531,7 @@ void pa_thread_cache_flush(void)
 	/* The stashes first: spans they empty leave their records in this
 	 * thread's spares, which the cache's flush gives back. */
 	struct pa_tcache *tc = cache_real();
-	large_stash_drain(1, cache_large(tc), cache_spares(tc));
-	central_stash_drain(1, cache_spares(tc));
+	sweep_stashes(1, cache_large(tc), cache_spares(tc));
 	cache_flush_self();
 }
 
@@ -536,7 +539,7 @@ int pa_malloc_trim(size_t pad)
 {
 	pa_thread_cache_flush();
 	pa_cache_flush();
-	size_t swept = central_sweep(pages_epoch(), 0, UINT_MAX);
+	size_t swept = sweep_spans(pages_epoch(), 0, UINT_MAX);
 	swept += span_meta_trim(1); /* pages of span descriptors that are all free */
 	size_t mapped, released, inuse;
 	pages_totals(&mapped, &released, &inuse);

@@ -16,6 +16,7 @@
 #include "layout.h"
 #include "pagealloc.h"
 #include "pages.h"
+#include "sweep.h"
 
 _Static_assert(PA_SC_NUM_CLASSES <= PA_MALLOC_MAX_CLASSES,
                "pa_malloc_stats has room for every class");
@@ -73,7 +74,7 @@ int pa_malloc_stats(struct pa_malloc_stats *out)
 	size_t inuse_pages_outside_caches;
 	pages_totals(&out->heap_sys, &out->heap_released, &inuse_pages_outside_caches);
 	out->heap_idle = out->heap_sys > out->heap_inuse ? out->heap_sys - out->heap_inuse : 0;
-	out->span_released = central_released_bytes();
+	out->span_released = sweep_released_bytes();
 	out->heap_usage = out->heap_sys - out->heap_released - out->span_released;
 	out->max_fragmentation = out->heap_inuse - out->heap_alloc;
 	return 0;

@@ -21,7 +21,7 @@
  * lowest free index (from `scan`, below which every bit is 1), so a span
  * fills from its first page and the memory of free objects is never
  * written by the span. That lets the scavenger release the OS pages of a
- * span that hold no object out of it (central_sweep): `relmap` has a bit
+ * span that hold no object out of it (sweep_spans, sweep.h): `relmap` has a bit
  * per 4 KiB page released, cleared when an object on it is handed out
  * again (the kernel gives it back as a zero page on the first touch).
  *
@@ -83,7 +83,7 @@ struct pa_span {
 	                            * units of 2^PA_SPAN_AGE_SHIFT ms modulo 2^16: 70
 	                            * minutes, past scavenge_delay_ms's hour (read
 	                            * only while dirty) */
-	uint32_t relmap;           /* 4 KiB pages released by central_sweep (bit j: page j) */
+	uint32_t relmap;           /* 4 KiB pages released by sweep_spans (bit j: page j) */
 	struct pa_span *next;      /* central partial list */
 	struct pa_span **prevnext; /* where the pointer to this span is (NULL: not listed) */
 	/* span_alloc_words(cls) words: the record ends after them (span_new) */

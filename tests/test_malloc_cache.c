@@ -23,15 +23,15 @@
 #include "pages.h"
 #include "sizeclass_table.h"
 #include "span.h"
+#include "sweep.h"
 #include "vg.h"
 
-/* Both stashes, the large one first (as pa_thread_cache_flush drains them),
- * with this thread's large slots and spare span records. */
+/* Both stashes (sweep_stashes), with this thread's large slots and spare
+ * span records. */
 static size_t stashes_drain(int all)
 {
 	struct pa_tcache *tc = cache_real();
-	size_t moved = large_stash_drain(all, cache_large(tc), cache_spares(tc));
-	return moved + central_stash_drain(all, cache_spares(tc));
+	return sweep_stashes(all, cache_large(tc), cache_spares(tc));
 }
 
 static size_t cached_objects(unsigned cls)
@@ -1028,9 +1028,9 @@ static void *sweep_age_thread(void *arg)
 	pa_thread_cache_flush(); /* every block but base back in the span: dirty now */
 	uint32_t e = pages_epoch();
 	r->ran = os_page_size() == PA_SPAN_RELPAGE && !vg_active();
-	central_sweep(e + 500, 1000, UINT_MAX);
+	sweep_spans(e + 500, 1000, UINT_MAX);
 	r->young = s->relmap;
-	central_sweep(e + 1100, 1000, UINT_MAX);
+	sweep_spans(e + 1100, 1000, UINT_MAX);
 	r->old = s->relmap;
 	/* A block of the second page out and back: the page is back, the
 	 * span dirty again. */
@@ -1041,9 +1041,9 @@ static void *sweep_age_thread(void *arg)
 		pa_free(b[k]);
 	pa_thread_cache_flush();
 	e = pages_epoch();
-	central_sweep(e + 30u * 60000u, 3600000, UINT_MAX);
+	sweep_spans(e + 30u * 60000u, 3600000, UINT_MAX);
 	r->half_hour = s->relmap;
-	central_sweep(e + 61u * 60000u, 3600000, UINT_MAX);
+	sweep_spans(e + 61u * 60000u, 3600000, UINT_MAX);
 	r->past_hour = s->relmap;
 	pa_free((void *)base);
 	return NULL;

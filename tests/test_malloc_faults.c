@@ -34,14 +34,14 @@
 #include "pagealloc.h"
 #include "pagemap.h"
 #include "span.h"
+#include "sweep.h"
 
-/* Both stashes, the large one first (as pa_thread_cache_flush drains them),
- * with this thread's large slots and spare span records. */
+/* Both stashes (sweep_stashes), with this thread's large slots and spare
+ * span records. */
 static size_t stashes_drain(int all)
 {
 	struct pa_tcache *tc = cache_real();
-	size_t moved = large_stash_drain(all, cache_large(tc), cache_spares(tc));
-	return moved + central_stash_drain(all, cache_spares(tc));
+	return sweep_stashes(all, cache_large(tc), cache_spares(tc));
 }
 
 /* The fault texts of src/span.c (fault_text), word for word. */
