@@ -2,7 +2,7 @@
  * central.h — one central list per size class: the spans of that class that
  * have free objects, behind a lock of their own (Go's mcentral).
  *
- * Thread caches (cache.h) take objects from here in batches when they run
+ * Thread caches (tcache.h) take objects from here in batches when they run
  * dry and give batches back when they overflow; frees from any thread reach
  * their span through the page map, so a producer/consumer program returns
  * memory to the span that owns it, whoever frees it. Spans come from the
@@ -97,7 +97,7 @@ extern struct pa_central central[PA_SC_NUM_CLASSES] PA_HIDDEN;
  * taken, a cache shares the spans as before. A slot is freed when its span
  * fills or retires, or its owner lets go (central_uncarve: the cache is
  * released). Caches carve only while there are at most CENTRAL_CARVE_SLOTS
- * of them (cache.c): with more threads than slots most share anyway, and
+ * of them (tcache.c): with more threads than slots most share anyway, and
  * the slots' spans, skipped by the others, cost memory (wl-threads, 64
  * threads: 1.3 MiB more).
  *

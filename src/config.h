@@ -31,7 +31,7 @@ struct pa_config {
 	size_t thread_cache_total;         /* bytes all thread caches may hold together: each
 	                                    * cache's allowance is this less the others' claims,
 	                                    * at least half this over the number of caches
-	                                    * (cache.h) */
+	                                    * (tcache.h) */
 	size_t stats_print;                /* 1: print the heap's story at exit (stats_print.c) */
 	char stats_file[PA_CONF_PATH_MAX]; /* where: a path ("%p" becomes the pid); "": stderr */
 };

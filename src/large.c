@@ -1,6 +1,10 @@
 /*
  * large.c — large objects: allocation, release, the per-thread large slots
- * and the large stash (large.h).
+ * and the large stash (large.h explains them).
+ *
+ * Lock order: a page count's stash lock, alone (a push or a pop), then the
+ * page heap's locks (pages.h): spans leave the stash under its lock and go
+ * back to the page heap after it is released. The slots take no lock.
  */
 #include <string.h>
 

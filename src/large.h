@@ -12,7 +12,7 @@
  * and its record still mapped, in one of two places.
  *
  *   - The freeing thread's large slots (struct pa_large_slots, in its thread
- *     cache, cache.h): at most PA_LARGE_SLOTS objects, each at most
+ *     cache, tcache.h): at most PA_LARGE_SLOTS objects, each at most
  *     PA_LARGE_SLOT_MAX_PAGES, together at most PA_LARGE_SLOTS_MAX_PAGES
  *     (tcmalloc's thread caches serve up to 256 KiB; glibc reuses its top
  *     chunk). A malloc takes the newest slot when it holds exactly as many
@@ -88,7 +88,7 @@ struct pa_large_slots {
 
 /* Large objects that hold pages of the heap (live, or waiting in a thread's
  * large slots or the stash), and their pages (atomics): with every thread
- * cache's deltas added (cache_totals), as threads without a cache count
+ * cache's deltas added (tcache_totals), as threads without a cache count
  * here. */
 extern size_t large_held_objects PA_HIDDEN, large_held_pages PA_HIDDEN;
 

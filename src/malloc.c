@@ -1,13 +1,13 @@
 /*
  * malloc.c — the pa_ malloc family and its exact glibc 2.36 / POSIX / C23
  * semantics, on top of the size classes (sizeclass_table.h), thread caches
- * (cache.h), central lists (central.h), large objects (large.h) and the page
+ * (tcache.h), central lists (central.h), large objects (large.h) and the page
  * heap (pages.h). The small-object path is here; large objects are
  * large.c's, which this file hands the calling thread's large slots and
  * spare span records (from its thread cache).
  *
  *   pa_malloc(n) ── n <= 32 KiB ──► class ─► this thread's list ─pop─► object
- *        │                                        └─ empty: cache_alloc_slow (central batch)
+ *        │                                        └─ empty: tcache_alloc_slow (central batch)
  *        └─ larger ──► alloc_large: the newest large slot, or large_alloc (large.h)
  *   pa_free(p) ── page map ─► span ─► checks ─► push on this thread's list of the class
  *                                                └─ full, or class 0 (large): free_slow
@@ -24,7 +24,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "cache.h"
 #include "central.h"
 #include "large.h"
 #include "lock.h"
@@ -34,6 +33,7 @@
 #include "pages.h"
 #include "span.h"
 #include "sweep.h"
+#include "tcache.h"
 #include "vg.h"
 
 /* ---- initialisation -------------------------------------------------------- */
@@ -46,14 +46,14 @@ static void fork_prepare(void)
 	sweep_fork(PA_FORK_PREPARE);
 	central_lock_all();
 	large_fork(PA_FORK_PREPARE);
-	cache_fork_prepare();
+	tcache_fork_prepare();
 	span_fork(PA_FORK_PREPARE);
 }
 
 static void fork_parent(void)
 {
 	span_fork(PA_FORK_PARENT);
-	cache_fork_parent();
+	tcache_fork_parent();
 	large_fork(PA_FORK_PARENT);
 	central_unlock_all();
 	sweep_fork(PA_FORK_PARENT);
@@ -62,7 +62,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	span_fork(PA_FORK_CHILD);
-	cache_fork_child();
+	tcache_fork_child();
 	central_reset_locks();
 	large_fork(PA_FORK_CHILD);
 	sweep_fork(PA_FORK_CHILD);
@@ -72,14 +72,14 @@ static void fork_child(void)
  * slots and spare span records for the spans the stashes' decay retires. */
 static size_t malloc_background(uint32_t now, uint32_t min_age, int heap_busy)
 {
-	struct pa_tcache *tc = cache_real();
-	return sweep_background(now, min_age, heap_busy, cache_large(tc), cache_spares(tc));
+	struct pa_tcache *tc = tcache_real();
+	return sweep_background(now, min_age, heap_busy, tcache_large(tc), tcache_spares(tc));
 }
 
 /* Under the page heap's init lock (pages_once): nothing here allocates. */
 static int malloc_init_locked(void)
 {
-	if (cache_global_init() != 0)
+	if (tcache_global_init() != 0)
 		return -1;
 	span_key_secret = (uintptr_t)os_random_seed();
 	vg_on = vg_memcheck_running();
@@ -115,7 +115,7 @@ static void *__attribute__((noinline)) alloc_large(size_t n, size_t align, int z
 {
 	if (align <= PA_PAGE_SIZE && n <= PA_LARGE_SLOT_MAX_PAGES * PA_PAGE_SIZE) {
 		/* The newest large slot, same size: no errno, no search. */
-		void *p = large_take_newest(&cache_self->large, n, zero);
+		void *p = large_take_newest(&tcache_self->large, n, zero);
 		if (p != NULL)
 			return p;
 	}
@@ -128,8 +128,8 @@ static void *__attribute__((noinline)) alloc_large_slow(size_t n, size_t align, 
 	pages_background(); /* no allocator lock is held here */
 	void *p = NULL;
 	if (large_size_ok(n, align) && malloc_ready() == 0) {
-		struct pa_tcache *tc = cache_real();
-		p = large_alloc(n, align, zero, cache_large(tc), cache_spares(tc));
+		struct pa_tcache *tc = tcache_real();
+		p = large_alloc(n, align, zero, tcache_large(tc), tcache_spares(tc));
 	}
 	errno = p != NULL ? saved : ENOMEM;
 	return p;
@@ -141,8 +141,8 @@ static void *__attribute__((noinline)) alloc_large_slow(size_t n, size_t align, 
 static void __attribute__((noinline)) free_large(struct pa_span *s)
 {
 	int saved = errno;
-	struct pa_tcache *tc = large_slots_may_keep(s) ? cache_get() : cache_real();
-	large_free(s, cache_large(tc), cache_spares(tc));
+	struct pa_tcache *tc = large_slots_may_keep(s) ? tcache_get() : tcache_real();
+	large_free(s, tcache_large(tc), tcache_spares(tc));
 	errno = saved;
 }
 
@@ -196,7 +196,7 @@ static void *__attribute__((noinline)) small_alloc_slow(unsigned cls, size_t n)
 		return NULL;
 	}
 	pages_background(); /* no allocator lock is held here */
-	void *p = cache_alloc_slow(cls);
+	void *p = tcache_alloc_slow(cls);
 	if (p == NULL) {
 		errno = ENOMEM;
 		return NULL;
@@ -213,7 +213,7 @@ static void *__attribute__((noinline)) small_alloc_slow(unsigned cls, size_t n)
 /* Object of class cls for a request of n bytes (n: for valgrind only). */
 static inline void *small_alloc(unsigned cls, size_t n)
 {
-	struct pa_tcache *tc = cache_self;
+	struct pa_tcache *tc = tcache_self;
 	void **o = tc->head[cls];
 	if (__builtin_expect(o != NULL, 1)) {
 		/* Load the next link before the count: the other order measured
@@ -246,7 +246,7 @@ static void __attribute__((noinline)) free_rest_of(struct pa_span *s, void *p)
 		free_large(s);
 	} else {
 		int saved = errno;
-		cache_free_slow(s->cls, p);
+		tcache_free_slow(s->cls, p);
 		errno = saved;
 	}
 	pages_background(); /* no allocator lock is held here */
@@ -259,7 +259,7 @@ static void __attribute__((noinline)) free_rest_of(struct pa_span *s, void *p)
 static void __attribute__((noinline)) free_slow(struct pa_span *s, void *p)
 {
 	/* A large block into a free slot of this thread's cache: no frame. */
-	if (s->cls == 0 && span_bit(s, 0) && large_put_room(cache_large(cache_real()), s))
+	if (s->cls == 0 && span_bit(s, 0) && large_put_room(tcache_large(tcache_real()), s))
 		return;
 	free_rest_of(s, p);
 }
@@ -324,7 +324,7 @@ static inline void free_block(struct pa_span *s, void *p)
 {
 	unsigned cls = s->cls;
 	void **o = p;
-	struct pa_tcache *tc = cache_self;
+	struct pa_tcache *tc = tcache_self;
 	uint32_t left = tc->room[cls];
 	o[1] = (void *)span_free_key(p);
 	/* List 0 (large objects) has bound 0, so room 0, in every cache. */
@@ -504,7 +504,7 @@ void *pa_realloc(void *p, size_t n)
 	struct pa_span *s = block_span("realloc", p);
 	if (vg_active())
 		goto move; /* memcheck knows the block by its requested size */
-	if (s->cls != 0 ? fits_in_place(s, n) : large_resize(s, n, cache_large(cache_real())))
+	if (s->cls != 0 ? fits_in_place(s, n) : large_resize(s, n, tcache_large(tcache_real())))
 		return p;
 move:;
 	void *q = pa_malloc(n);
@@ -530,9 +530,9 @@ void pa_thread_cache_flush(void)
 {
 	/* The stashes first: spans they empty leave their records in this
 	 * thread's spares, which the cache's flush gives back. */
-	struct pa_tcache *tc = cache_real();
-	sweep_stashes(1, cache_large(tc), cache_spares(tc));
-	cache_flush_self();
+	struct pa_tcache *tc = tcache_real();
+	sweep_stashes(1, tcache_large(tc), tcache_spares(tc));
+	tcache_flush_self();
 }
 
 int pa_malloc_trim(size_t pad)

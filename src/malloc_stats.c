@@ -10,13 +10,13 @@
 #include <errno.h>
 #include <string.h>
 
-#include "cache.h"
 #include "central.h"
 #include "large.h"
 #include "layout.h"
 #include "pagealloc.h"
 #include "pages.h"
 #include "sweep.h"
+#include "tcache.h"
 
 _Static_assert(PA_SC_NUM_CLASSES <= PA_MALLOC_MAX_CLASSES,
                "pa_malloc_stats has room for every class");
@@ -30,7 +30,7 @@ int pa_malloc_stats(struct pa_malloc_stats *out)
 	}
 	memset(out, 0, sizeof(*out));
 	size_t held[PA_SC_NUM_CLASSES], slot_objects, slot_pages, ncaches, held_objects, held_pages;
-	cache_totals(held, &slot_objects, &slot_pages, &ncaches, &held_objects, &held_pages);
+	tcache_totals(held, &slot_objects, &slot_pages, &ncaches, &held_objects, &held_pages);
 	out->thread_caches = ncaches;
 	out->nclasses = PA_SC_NUM_CLASSES;
 	size_t small_pages = 0;

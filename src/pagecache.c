@@ -88,7 +88,7 @@ static int current_cpu(const struct pa_pagecache_set *pc)
 }
 
 /* Take cache `cpu`: gen becomes odd. Returns the odd gen. */
-static uint64_t cache_own(struct pa_pagecache_set *pc, int cpu)
+static uint64_t pagecache_own(struct pa_pagecache_set *pc, int cpu)
 {
 	struct pa_pagecache *c = &pc->cpus[cpu];
 	for (unsigned spins = 0;; spins++) {
@@ -108,7 +108,7 @@ static uint64_t cache_own(struct pa_pagecache_set *pc, int cpu)
 	}
 }
 
-static void cache_release(struct pa_pagecache *c, uint64_t g)
+static void pagecache_release(struct pa_pagecache *c, uint64_t g)
 {
 	__atomic_store_n(&c->gen, g + 1, __ATOMIC_RELEASE);
 }
@@ -135,7 +135,7 @@ static void owner_add(struct pa_pagecache_set *pc, uintptr_t gbase, int cpu)
 	*o = *o == 0 ? (uint16_t)(cpu + 1) : OWNER_SHARED;
 }
 
-static int cache_holds_group(const struct pa_pagecache_set *pc, uintptr_t gbase, int except)
+static int pagecache_holds_group(const struct pa_pagecache_set *pc, uintptr_t gbase, int except)
 {
 	for (unsigned cpu = 0; cpu < pc->ncpus; cpu++)
 		if ((int)cpu != except && ld(&pc->cpus[cpu].base) == gbase)
@@ -147,7 +147,7 @@ static int cache_holds_group(const struct pa_pagecache_set *pc, uintptr_t gbase,
 static void owner_remove(struct pa_pagecache_set *pc, uintptr_t gbase, int cpu)
 {
 	uint16_t *o = owner_of(pc->heap, gbase);
-	if (*o == cpu + 1 || (*o == OWNER_SHARED && !cache_holds_group(pc, gbase, cpu)))
+	if (*o == cpu + 1 || (*o == OWNER_SHARED && !pagecache_holds_group(pc, gbase, cpu)))
 		*o = 0;
 }
 
@@ -296,12 +296,12 @@ static void flush_one(struct pa_pagecache_set *pc, int cpu)
 	struct pa_pagecache *c = &pc->cpus[cpu];
 	if (ld(&c->base) == 0 && ld(&c->nbatch) == 0)
 		return;
-	uint64_t g = cache_own(pc, cpu);
+	uint64_t g = pagecache_own(pc, cpu);
 	lock_acquire(&pc->heap->lock);
 	drain_locked(pc, c);
 	return_group_locked(pc, c);
 	lock_release(&pc->heap->lock);
-	cache_release(c, g);
+	pagecache_release(c, g);
 }
 
 void pagecache_flush_all(struct pa_pagecache_set *pc)
@@ -313,13 +313,13 @@ void pagecache_flush_all(struct pa_pagecache_set *pc)
 void pagecache_own_all(struct pa_pagecache_set *pc)
 {
 	for (unsigned cpu = 0; cpu < pc->ncpus; cpu++)
-		cache_own(pc, (int)cpu);
+		pagecache_own(pc, (int)cpu);
 }
 
 void pagecache_release_all(struct pa_pagecache_set *pc)
 {
 	for (unsigned cpu = 0; cpu < pc->ncpus; cpu++)
-		cache_release(&pc->cpus[cpu], ld(&pc->cpus[cpu].gen));
+		pagecache_release(&pc->cpus[cpu], ld(&pc->cpus[cpu].gen));
 }
 
 void pagecache_after_fork_child(struct pa_pagecache_set *pc)
@@ -345,7 +345,7 @@ static uintptr_t alloc_slow(struct pa_pagecache_set *pc, size_t npages, size_t *
 	if (cpu < 0 || (unsigned)cpu >= pc->ncpus)
 		return pageheap_alloc(h, npages, scav);
 	struct pa_pagecache *c = &pc->cpus[cpu];
-	uint64_t g = cache_own(pc, cpu);
+	uint64_t g = pagecache_own(pc, cpu);
 	uint64_t free = ld(&c->free);
 	unsigned i = run_in(free, npages);
 	if (i >= 64 && free == 0) {
@@ -373,7 +373,7 @@ static uintptr_t alloc_slow(struct pa_pagecache_set *pc, size_t npages, size_t *
 		st(&c->free, free & ~m);
 		addr = ld(&c->base) + (uintptr_t)i * PA_PAGE_SIZE;
 	}
-	cache_release(c, g);
+	pagecache_release(c, g);
 	if (addr == 0) /* the group cannot hold the run: take it from the heap */
 		return pageheap_alloc(h, npages, scav);
 	pageheap_after_alloc(h); /* a refill may have passed the memory limit */
@@ -496,7 +496,7 @@ static enum pa_page_fault free_slow(struct pa_pagecache_set *pc, uintptr_t addr,
 	if (cpu < 0 || (unsigned)cpu >= pc->ncpus)
 		return pagecache_heap_free(pc, addr, npages);
 	struct pa_pagecache *c = &pc->cpus[cpu];
-	uint64_t g = cache_own(pc, cpu);
+	uint64_t g = pagecache_own(pc, cpu);
 	enum pa_page_fault f = PA_PAGE_OK;
 	uint64_t m;
 	uintptr_t gbase = group_of(addr, npages, &m);
@@ -519,7 +519,7 @@ static enum pa_page_fault free_slow(struct pa_pagecache_set *pc, uintptr_t addr,
 		st(&c->batch[n], addr | npages);
 		st(&c->nbatch, n + 1);
 	}
-	cache_release(c, g);
+	pagecache_release(c, g);
 	return f;
 }
 

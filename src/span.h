@@ -10,7 +10,7 @@
  * Each object is in exactly one of three places:
  *   - in the span (free there, or never handed out: index >= bump); its bit
  *     in `alloc` is 0;
- *   - in a thread cache (cache.h), or
+ *   - in a thread cache (tcache.h), or
  *   - in the program's hands; in these two its `alloc` bit is 1.
  * So nfree = objects - popcount(alloc), and a free of an object whose bit
  * is 0 is a double free (or a pointer that was never handed out), caught
@@ -195,7 +195,7 @@ static inline void span_bit_set(struct pa_span *s, unsigned i, int v)
  * shares, once per 4 records (wl-prodcons, whose producers make the spans
  * its consumers retire: 7.6% of its CPU in meta_alloc, most of it on that
  * lock). They count as live records of the pool. Whoever makes or retires a
- * span hands in the calling thread's spares (its thread cache's, cache.h),
+ * span hands in the calling thread's spares (its thread cache's, tcache.h),
  * or NULL when the thread has no cache: each record then comes from the
  * pool and goes back to it. Only their thread touches them.
  */

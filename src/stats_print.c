@@ -28,12 +28,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache.h"
 #include "config.h"
 #include "msg.h"
 #include "os.h"
 #include "pagealloc.h"
 #include "span.h"
+#include "tcache.h"
 
 /* ---- formatting without stdio --------------------------------------------- */
 
@@ -321,7 +321,7 @@ static void print_heap(struct out *o, const struct pa_malloc_stats *ms)
 	out_str(o, " of free objects (");
 	out_mib(o, ms->stashed_bytes);
 	out_str(o, " of them in the central stashes); claims ");
-	out_mib(o, cache_claimed());
+	out_mib(o, tcache_claimed());
 	out_str(o, " of thread_cache_total ");
 	out_mib(o, __atomic_load_n(&pa_conf.thread_cache_total, __ATOMIC_RELAXED));
 	out_str(o, "\n");

@@ -28,20 +28,20 @@
 
 #include "testutil.h"
 
-#include "cache.h"
 #include "central.h"
 #include "large.h"
 #include "pagealloc.h"
 #include "pagemap.h"
 #include "span.h"
 #include "sweep.h"
+#include "tcache.h"
 
 /* Both stashes (sweep_stashes), with this thread's large slots and spare
  * span records. */
 static size_t stashes_drain(int all)
 {
-	struct pa_tcache *tc = cache_real();
-	return sweep_stashes(all, cache_large(tc), cache_spares(tc));
+	struct pa_tcache *tc = tcache_real();
+	return sweep_stashes(all, tcache_large(tc), tcache_spares(tc));
 }
 
 /* The fault texts of src/span.c (fault_text), word for word. */

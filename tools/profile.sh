@@ -86,7 +86,7 @@ else
 fi
 
 # The report must show our frames by name, from our library.
-if ! grep -Eq 'libpagealloc-preload\.so.*(malloc|cfree|free|central_take|central_give)|(central_take|central_give|small_alloc_slow|cache_alloc_slow).*libpagealloc-preload\.so' "$report"; then
+if ! grep -Eq 'libpagealloc-preload\.so.*(malloc|cfree|free|central_take|central_give)|(central_take|central_give|small_alloc_slow|tcache_alloc_slow).*libpagealloc-preload\.so' "$report"; then
 	echo "profile: no libpagealloc frame in the $tool report ($report)" >&2
 	exit 1
 fi

@@ -1,5 +1,5 @@
 /*
- * test_malloc_cache.c — how much a thread cache takes and keeps (cache.h):
+ * test_malloc_tcache.c — how much a thread cache takes and keeps (tcache.h):
  * slow start, each cache's allowance out of thread_cache_total, and lists
  * that grow in a run of refills.
  *
@@ -14,7 +14,6 @@
 
 #include "testutil.h"
 
-#include "cache.h"
 #include "central.h"
 #include "large.h"
 #include "os.h"
@@ -24,14 +23,15 @@
 #include "sizeclass_table.h"
 #include "span.h"
 #include "sweep.h"
+#include "tcache.h"
 #include "vg.h"
 
 /* Both stashes (sweep_stashes), with this thread's large slots and spare
  * span records. */
 static size_t stashes_drain(int all)
 {
-	struct pa_tcache *tc = cache_real();
-	return sweep_stashes(all, cache_large(tc), cache_spares(tc));
+	struct pa_tcache *tc = tcache_real();
+	return sweep_stashes(all, tcache_large(tc), tcache_spares(tc));
 }
 
 static size_t cached_objects(unsigned cls)
@@ -176,12 +176,12 @@ static void *allowance_thread(void *arg)
 {
 	struct allowance *r = arg;
 	pa_free(pa_malloc(16)); /* this thread's cache exists */
-	r->claimed = cache_claimed();
-	r->at_16m = cache_allowance_self();
+	r->claimed = tcache_claimed();
+	r->at_16m = tcache_allowance_self();
 	assert_int_equal(pa_config_set("thread_cache_total", "1M"), 0);
-	r->at_1m = cache_allowance_self();
+	r->at_1m = tcache_allowance_self();
 	assert_int_equal(pa_config_set("thread_cache_total", "16K"), 0);
-	r->at_16k = cache_allowance_self();
+	r->at_16k = tcache_allowance_self();
 	assert_int_equal(pa_config_set("thread_cache_total", "16M"), 0);
 	return NULL;
 }
@@ -197,7 +197,7 @@ static void allowance_is_the_total_less_the_other_caches_claims(void **state)
 	TU_EQ(r.at_16m, ((size_t)16 << 20) - PA_TC_RESERVE); /* more than 16M / 2 / 2 */
 	TU_EQ(r.at_1m, (size_t)512 << 10);                   /* 1M - 512K, more than 256K */
 	TU_EQ(r.at_16k, PA_TC_MIN_BUDGET);                   /* more than 16K / 2 / 2 and 0 */
-	TU_EQ(cache_claimed(), PA_TC_RESERVE);               /* the thread's claim left with it */
+	TU_EQ(tcache_claimed(), PA_TC_RESERVE);              /* the thread's claim left with it */
 }
 
 /* ---- lists that grow -------------------------------------------------------- */
@@ -216,12 +216,12 @@ struct grow {
 
 static uint32_t list_max(unsigned cls)
 {
-	return cache_self->max[cls];
+	return tcache_self->max[cls];
 }
 
 static uint32_t list_count(unsigned cls)
 {
-	return cache_list_count(cache_self, cls);
+	return tcache_list_count(tcache_self, cls);
 }
 
 /* NRUN mallocs of 4 KiB into p: a run of refills. */
@@ -247,7 +247,7 @@ static void *grow_thread(void *arg)
 	malloc_run(p);
 	r->max_after_run = list_max(cls);
 	r->count_after_run = list_count(cls);
-	r->swing_after_run = cache_self->swing[cls];
+	r->swing_after_run = tcache_self->swing[cls];
 	free_run(p);
 	r->max_after_frees = list_max(cls);
 	r->count_after_frees = list_count(cls);
@@ -297,7 +297,7 @@ static void *run_thread(void *arg)
 	void *p[NRUN];
 	malloc_run(p);
 	r->max_after_run = list_max(cls);
-	r->swing_after_run = cache_self->swing[cls];
+	r->swing_after_run = tcache_self->swing[cls];
 	free_run(p);
 	pa_thread_cache_flush();
 	return NULL;
@@ -462,7 +462,7 @@ static uintptr_t closest_pair(unsigned cls)
 {
 	struct pa_span *r[NRECS];
 	for (unsigned k = 0; k < NRECS; k++) {
-		r[k] = span_new(cls, cache_spares(cache_real()));
+		r[k] = span_new(cls, tcache_spares(tcache_real()));
 		assert_non_null(r[k]);
 		TU_EQ(r[k]->cls, cls);
 		TU_EQ(r[k]->next, NULL);
@@ -473,7 +473,7 @@ static uintptr_t closest_pair(unsigned cls)
 			if (r[j] > r[i] && (uintptr_t)r[j] - (uintptr_t)r[i] < gap)
 				gap = (uintptr_t)r[j] - (uintptr_t)r[i];
 	for (unsigned k = 0; k < NRECS; k++)
-		span_delete(r[k], cache_spares(cache_real()));
+		span_delete(r[k], tcache_spares(tcache_real()));
 	return gap;
 }
 
@@ -560,7 +560,7 @@ static void *stash_thread(void *arg)
 	for (int k = 0; k < ST_OBJECTS; k++)
 		pa_free(a[k]);
 	r->spans_after_frees = class_spans(cls);
-	r->list_after_frees = cache_list_count(cache_self, cls);
+	r->list_after_frees = tcache_list_count(tcache_self, cls);
 	r->stashed_after_frees = central_stashed(cls);
 	struct pa_malloc_stats m;
 	assert_int_equal(pa_malloc_stats(&m), 0);
@@ -621,7 +621,7 @@ static void *stash_cap_thread(void *arg)
 		pa_free(foreign_40[k]);
 	unsigned cls = pa_size_to_class(32768);
 	stashed[0] = central_stashed(cls);
-	stashed[1] = cache_list_count(cache_self, cls);
+	stashed[1] = tcache_list_count(tcache_self, cls);
 	return NULL;
 }
 
@@ -767,7 +767,7 @@ static void *large_cap_thread(void *arg)
 	for (int k = 0; k < 13; k++)
 		pa_free(a[k]);
 	large_stashed(&got[0], &got[1]);
-	got[2] = cache_self->large.n;
+	got[2] = tcache_self->large.n;
 	got[3] = pagemap_lookup((uintptr_t)a[8]) == NULL; /* the ninth let go: released */
 	got[4] = pagemap_lookup((uintptr_t)a[0]) != NULL; /* the first: stashed */
 	return NULL;
@@ -974,7 +974,7 @@ static void *fast_bound_thread(void *arg)
 	r->relmap = s->relmap;
 	r->fbump_rel = s->fbump;
 	pa_free((void *)base); /* live, in a span with a released page */
-	r->list_after = cache_list_count(cache_self, cls);
+	r->list_after = tcache_list_count(tcache_self, cls);
 	r->keyed = ((void **)base)[1] == (void *)span_free_key((void *)base);
 	unsigned n = take_until_second_page(more, s, base, &r->refound);
 	r->relmap_back = s->relmap;

@@ -1,82 +1,82 @@
 /*
- * cache.c — per-thread object caches, their slow paths, thread exit and
- * the registry (cache.h).
+ * tcache.c — thread caches: their slow paths, their budget, thread exit and
+ * the registry (tcache.h).
  */
 #include <errno.h>
 #include <pthread.h>
 
-#include "cache.h"
 #include "central.h"
 #include "config.h"
 #include "large.h"
 #include "lock.h"
 #include "meta.h"
 #include "span.h"
+#include "tcache.h"
 #include "vg.h"
 
-struct pa_tcache cache_empty;
-/* A thread whose cache was handed back at exit: bound 0, like cache_empty,
+struct pa_tcache tcache_empty;
+/* A thread whose cache was handed back at exit: bound 0, like tcache_empty,
  * but its slow paths do not build a new cache. */
-static struct pa_tcache cache_gone;
+static struct pa_tcache tcache_gone;
 
-__thread struct pa_tcache *cache_self __attribute__((tls_model("initial-exec"))) = &cache_empty;
+__thread struct pa_tcache *tcache_self __attribute__((tls_model("initial-exec"))) = &tcache_empty;
 
-static struct pa_meta_pool cache_pool = PA_META_POOL_INIT(sizeof(struct pa_tcache));
+static struct pa_meta_pool tcache_pool = PA_META_POOL_INIT(sizeof(struct pa_tcache));
 static pa_lock registry_lock = PA_LOCK_INIT;
 static struct pa_tcache *registry; /* under registry_lock */
 static size_t registry_len;        /* written under registry_lock; read atomically */
 static pthread_key_t exit_key;
-/* The caches' claims (cache.h), summed: relaxed atomic adds. */
-static size_t caches_claimed;
+/* The caches' claims (tcache.h), summed: relaxed atomic adds. */
+static size_t tcaches_claimed;
 
 static void claim_set(struct pa_tcache *tc, size_t claim);
 static void claim_note(struct pa_tcache *tc, size_t held);
 
 static void list_give_all(struct pa_tcache *tc, unsigned cls, struct pa_span_spares *sp)
 {
-	uint32_t count = cache_list_count(tc, cls);
+	uint32_t count = tcache_list_count(tc, cls);
 	if (count == 0)
 		return;
 	central_give(cls, tc->head[cls], count, 0, sp);
 	tc->head[cls] = NULL;
-	cache_list_set(tc, cls, 0, tc->max[cls]);
+	tcache_list_set(tc, cls, 0, tc->max[cls]);
 }
 
 /* May tc hold one of class cls's carve slots (central_take)? */
-static int cache_carves(const struct pa_tcache *tc, unsigned cls)
+static int tcache_carves(const struct pa_tcache *tc, unsigned cls)
 {
 	return (int)(tc->carving[cls / 64] >> (cls % 64) & 1);
 }
 
-static void cache_release(struct pa_tcache *tc)
+static void tcache_release(struct pa_tcache *tc)
 {
 	/* Records of spans retired on the way: into tc's spares while tc is
 	 * the calling thread's cache (a flush), else (thread exit, where
-	 * cache_self is cache_gone already) straight to the pool; large
+	 * tcache_self is tcache_gone already) straight to the pool; large
 	 * objects given back are counted likewise. */
-	struct pa_span_spares *sp = cache_spares(cache_real());
+	struct pa_span_spares *sp = tcache_spares(tcache_real());
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
 		list_give_all(tc, cls, sp);
-		if (cache_carves(tc, cls))
+		if (tcache_carves(tc, cls))
 			central_uncarve(cls, tc);
 	}
 	for (unsigned w = 0; w < sizeof(tc->carving) / sizeof(tc->carving[0]); w++)
 		tc->carving[w] = 0;
-	large_slots_release(&tc->large, cache_large(cache_real()), sp);
+	large_slots_release(&tc->large, tcache_large(tcache_real()), sp);
 	span_spares_free(&tc->spares);
 }
 
 /* Build the calling thread's cache; NULL when out of memory or exiting. */
-static struct pa_tcache *cache_build(void)
+static struct pa_tcache *tcache_build(void)
 {
-	if (cache_self == &cache_gone ||
+	if (tcache_self == &tcache_gone ||
 	    !__atomic_load_n(&pa_conf.thread_cache, __ATOMIC_RELAXED) || vg_active())
 		return NULL;
-	struct pa_tcache *tc = meta_alloc(&cache_pool);
+	struct pa_tcache *tc = meta_alloc(&tcache_pool);
 	if (tc == NULL)
 		return NULL;
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
-		cache_list_set(tc, cls, 0, 1);
+		tcache_list_set(tc, cls, 0, 1);
 	claim_note(tc, 0);
 	lock_acquire(&registry_lock);
 	tc->next = registry;
@@ -89,24 +89,24 @@ static struct pa_tcache *cache_build(void)
 	/* The cache is ready before pthread_setspecific: for key numbers from
 	 * PTHREAD_KEY_2NDLEVEL_SIZE (32) up, glibc calloc's a block, and that
 	 * calloc (preloaded: ours) must find this cache, not build another. */
-	cache_self = tc;
+	tcache_self = tc;
 	pthread_setspecific(exit_key, tc);
 	return tc;
 }
 
-struct pa_tcache *cache_get(void)
+struct pa_tcache *tcache_get(void)
 {
-	struct pa_tcache *tc = cache_self;
-	if (tc == &cache_empty)
-		tc = cache_build();
-	return tc != &cache_gone ? tc : NULL;
+	struct pa_tcache *tc = tcache_self;
+	if (tc == &tcache_empty)
+		tc = tcache_build();
+	return tc != &tcache_gone ? tc : NULL;
 }
 
 static void thread_exit(void *arg)
 {
 	struct pa_tcache *tc = arg;
-	cache_self = &cache_gone;
-	cache_release(tc);
+	tcache_self = &tcache_gone;
+	tcache_release(tc);
 	lock_acquire(&registry_lock);
 	large_slots_fold(&tc->large);
 	claim_set(tc, 0);
@@ -115,19 +115,19 @@ static void thread_exit(void *arg)
 		tc->next->prevnext = tc->prevnext;
 	__atomic_store_n(&registry_len, registry_len - 1, __ATOMIC_RELAXED);
 	lock_release(&registry_lock);
-	meta_free(&cache_pool, tc);
+	meta_free(&tcache_pool, tc);
 }
 
-int cache_global_init(void)
+int tcache_global_init(void)
 {
 	return pthread_key_create(&exit_key, thread_exit) == 0 ? 0 : -1;
 }
 
-/* Set tc's claim (an atomic add to caches_claimed: no lock). */
+/* Set tc's claim (an atomic add to tcaches_claimed: no lock). */
 static void claim_set(struct pa_tcache *tc, size_t claim)
 {
 	if (claim != tc->claim) {
-		__atomic_add_fetch(&caches_claimed, claim - tc->claim, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&tcaches_claimed, claim - tc->claim, __ATOMIC_RELAXED);
 		__atomic_store_n(&tc->claim, claim, __ATOMIC_RELAXED);
 	}
 }
@@ -138,36 +138,36 @@ static void claim_note(struct pa_tcache *tc, size_t held)
 	claim_set(tc, held > PA_TC_RESERVE ? held : PA_TC_RESERVE);
 }
 
-/* What tc may hold (cache.h): thread_cache_total less the other caches'
+/* What tc may hold (tcache.h): thread_cache_total less the other caches'
  * claims, and at least the fair share (half of thread_cache_total over the
  * caches, at least PA_TC_MIN_BUDGET). */
-static size_t cache_allowance(const struct pa_tcache *tc)
+static size_t tcache_allowance(const struct pa_tcache *tc)
 {
 	size_t total = __atomic_load_n(&pa_conf.thread_cache_total, __ATOMIC_RELAXED);
 	size_t n = __atomic_load_n(&registry_len, __ATOMIC_RELAXED);
 	size_t fair = total / 2 / (n != 0 ? n : 1);
 	fair = fair > PA_TC_MIN_BUDGET ? fair : PA_TC_MIN_BUDGET;
-	size_t others = __atomic_load_n(&caches_claimed, __ATOMIC_RELAXED) - tc->claim;
+	size_t others = __atomic_load_n(&tcaches_claimed, __ATOMIC_RELAXED) - tc->claim;
 	size_t rest = total > others ? total - others : 0;
 	return rest > fair ? rest : fair;
 }
 
-size_t cache_allowance_self(void)
+size_t tcache_allowance_self(void)
 {
-	struct pa_tcache *tc = cache_real();
-	return tc != NULL ? cache_allowance(tc) : 0;
+	struct pa_tcache *tc = tcache_real();
+	return tc != NULL ? tcache_allowance(tc) : 0;
 }
 
-size_t cache_claimed(void)
+size_t tcache_claimed(void)
 {
-	return __atomic_load_n(&caches_claimed, __ATOMIC_RELAXED);
+	return __atomic_load_n(&tcaches_claimed, __ATOMIC_RELAXED);
 }
 
-static size_t cache_held(const struct pa_tcache *tc)
+static size_t tcache_held(const struct pa_tcache *tc)
 {
 	size_t bytes = (size_t)tc->large.pages * PA_PAGE_SIZE;
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
-		bytes += (size_t)cache_list_count(tc, cls) * pa_sizeclasses[cls].size;
+		bytes += (size_t)tcache_list_count(tc, cls) * pa_sizeclasses[cls].size;
 	return bytes;
 }
 
@@ -176,7 +176,7 @@ static size_t cache_held(const struct pa_tcache *tc)
  * max (>= keep). */
 static void list_keep(struct pa_tcache *tc, unsigned cls, uint32_t keep, uint32_t max)
 {
-	uint32_t count = cache_list_count(tc, cls);
+	uint32_t count = tcache_list_count(tc, cls);
 	if (keep == 0) {
 		list_give_all(tc, cls, &tc->spares);
 		count = 0;
@@ -188,7 +188,7 @@ static void list_keep(struct pa_tcache *tc, unsigned cls, uint32_t keep, uint32_
 		last[0] = NULL;
 		count = keep;
 	}
-	cache_list_set(tc, cls, count, max);
+	tcache_list_set(tc, cls, count, max);
 }
 
 /* Cut the bounds of tc's lists grown past PA_TC_LIST_BATCHES batches: to
@@ -199,7 +199,7 @@ static void lists_cut(struct pa_tcache *tc, int to_least)
 		uint32_t max = tc->max[cls], least = PA_TC_LIST_BATCHES * central_batch(cls);
 		if (max > least) {
 			max = !to_least && max / 2 > least ? max / 2 : least;
-			uint32_t count = cache_list_count(tc, cls);
+			uint32_t count = tcache_list_count(tc, cls);
 			list_keep(tc, cls, count < max ? count : max, max);
 		}
 	}
@@ -209,29 +209,29 @@ static void lists_cut(struct pa_tcache *tc, int to_least)
  * allowance, halve the bounds of lists grown past PA_TC_LIST_BATCHES
  * batches (keeping the newest objects), then, still over, give back the
  * older half of each list and the oldest large slots. */
-static void cache_keep_budget(struct pa_tcache *tc)
+static void tcache_keep_budget(struct pa_tcache *tc)
 {
 	if ((++tc->slow & 7) != 0)
 		return;
-	size_t held = cache_held(tc);
+	size_t held = tcache_held(tc);
 	claim_note(tc, held);
-	size_t allowance = cache_allowance(tc);
+	size_t allowance = tcache_allowance(tc);
 	if (tc->bound_bytes > allowance) {
 		/* the allowance shrank since these lists grew: the other
 		 * caches claim more now */
 		lists_cut(tc, 0);
-		held = cache_held(tc);
+		held = tcache_held(tc);
 	}
 	if (held <= allowance)
 		return;
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
 		/* the older half goes, and the list grows again slowly */
 		uint32_t max = tc->max[cls];
-		list_keep(tc, cls, cache_list_count(tc, cls) / 2, max > 2 ? max / 2 : 1);
+		list_keep(tc, cls, tcache_list_count(tc, cls) / 2, max > 2 ? max / 2 : 1);
 	}
-	while (tc->large.n > 0 && cache_held(tc) > allowance)
+	while (tc->large.n > 0 && tcache_held(tc) > allowance)
 		large_release(large_slot_remove(&tc->large, 0), &tc->large, &tc->spares);
-	claim_note(tc, cache_held(tc));
+	claim_note(tc, tcache_held(tc));
 }
 
 /* The bound of a list of cls after a refill of it, from max: slow start
@@ -250,20 +250,20 @@ static uint32_t list_bound_grown(unsigned cls, uint32_t max)
 	return max + batch <= most ? max + batch : (max > least ? max : least);
 }
 
-void *cache_alloc_slow(unsigned cls)
+void *tcache_alloc_slow(unsigned cls)
 {
-	struct pa_tcache *tc = cache_self;
-	if (tc == &cache_empty)
-		tc = cache_build();
+	struct pa_tcache *tc = tcache_self;
+	if (tc == &tcache_empty)
+		tc = tcache_build();
 	void *head;
-	if (tc == NULL || tc == &cache_gone) {
+	if (tc == NULL || tc == &tcache_gone) {
 		/* No cache: one object straight from the central list. */
 		if (central_take(cls, 1, &head, NULL, NULL, NULL) == 0)
 			return NULL;
 		((void **)head)[1] = NULL;
 		return head;
 	}
-	cache_keep_budget(tc);
+	tcache_keep_budget(tc);
 	uint32_t max = tc->max[cls];
 	unsigned batch = central_batch(cls);
 	int carving = 0,
@@ -286,30 +286,30 @@ void *cache_alloc_slow(unsigned cls)
 		 * frees, not the random walk of one that frees as much), while
 		 * the bounds of all the cache's lists fit its allowance. */
 		size_t need = tc->bound_bytes + (size_t)(grown - max) * pa_sizeclasses[cls].size;
-		if (tc->swing[cls] < (int)PA_TC_LIST_SWING || need > cache_allowance(tc))
+		if (tc->swing[cls] < (int)PA_TC_LIST_SWING || need > tcache_allowance(tc))
 			grown = max;
 		else
 			tc->swing[cls] = 0;
 	}
-	cache_list_set(tc, cls, n - 1, grown);
+	tcache_list_set(tc, cls, n - 1, grown);
 	o[1] = NULL;
 	return o;
 }
 
-void cache_free_slow(unsigned cls, void *p)
+void tcache_free_slow(unsigned cls, void *p)
 {
-	struct pa_tcache *tc = cache_self;
-	if (tc == &cache_empty)
-		tc = cache_build();
+	struct pa_tcache *tc = tcache_self;
+	if (tc == &tcache_empty)
+		tc = tcache_build();
 	void **o = p;
-	if (tc == NULL || tc == &cache_gone) {
+	if (tc == NULL || tc == &tcache_gone) {
 		o[0] = NULL;
 		central_give(cls, o, 1, 0, NULL);
 		return;
 	}
 	o[0] = tc->head[cls];
 	tc->head[cls] = o;
-	uint32_t count = cache_list_count(tc, cls) + 1, max = tc->max[cls];
+	uint32_t count = tcache_list_count(tc, cls) + 1, max = tc->max[cls];
 	unsigned batch = central_batch(cls);
 	if (count > max && max < batch)
 		max++; /* slow start, for a thread that frees more than it takes */
@@ -335,27 +335,27 @@ void cache_free_slow(unsigned cls, void *p)
 		tc->head[cls] = rest;
 		count -= n;
 	}
-	cache_list_set(tc, cls, count, max);
+	tcache_list_set(tc, cls, count, max);
 	/* The thread's last PA_TC_DRAIN overflows came with no refill of any
 	 * class: it frees far more than it allocates (the end of a phase,
 	 * after which it may idle with whatever its lists hold). Its grown
 	 * lists go back to PA_TC_LIST_BATCHES batches. */
 	if (tc->drain == PA_TC_DRAIN)
 		lists_cut(tc, 1);
-	cache_keep_budget(tc);
+	tcache_keep_budget(tc);
 }
 
-void cache_flush_self(void)
+void tcache_flush_self(void)
 {
-	struct pa_tcache *tc = cache_self;
-	if (tc != &cache_empty && tc != &cache_gone) {
-		cache_release(tc);
+	struct pa_tcache *tc = tcache_self;
+	if (tc != &tcache_empty && tc != &tcache_gone) {
+		tcache_release(tc);
 		claim_note(tc, 0);
 	}
 }
 
-void cache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *large_spans, size_t *large_pages,
-                  size_t *ncaches, size_t *made_objects, size_t *made_pages)
+void tcache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *large_spans, size_t *large_pages,
+                   size_t *ncaches, size_t *made_objects, size_t *made_pages)
 {
 	for (unsigned cls = 0; cls < PA_SC_NUM_CLASSES; cls++)
 		held[cls] = 0;
@@ -368,7 +368,7 @@ void cache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *large_spans, size_t *l
 		    (size_t)__atomic_load_n(&tc->large.objects_delta, __ATOMIC_RELAXED);
 		*made_pages += (size_t)__atomic_load_n(&tc->large.pages_delta, __ATOMIC_RELAXED);
 		for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
-			held[cls] += cache_list_count(tc, cls);
+			held[cls] += tcache_list_count(tc, cls);
 		*large_spans += __atomic_load_n(&tc->large.n, __ATOMIC_RELAXED);
 		*large_pages += __atomic_load_n(&tc->large.pages, __ATOMIC_RELAXED);
 	}
@@ -376,42 +376,42 @@ void cache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *large_spans, size_t *l
 	lock_release(&registry_lock);
 }
 
-void cache_fork_prepare(void)
+void tcache_fork_prepare(void)
 {
 	lock_acquire(&registry_lock);
-	lock_acquire(&cache_pool.lock);
+	lock_acquire(&tcache_pool.lock);
 }
 
-void cache_fork_parent(void)
+void tcache_fork_parent(void)
 {
-	lock_release(&cache_pool.lock);
+	lock_release(&tcache_pool.lock);
 	lock_release(&registry_lock);
 }
 
-void cache_fork_child(void)
+void tcache_fork_child(void)
 {
-	lock_init(&cache_pool.lock);
+	lock_init(&tcache_pool.lock);
 	lock_init(&registry_lock);
 	/* Only the forking thread exists: keep its cache, forget the others
 	 * (their large objects stay counted, the spans they carved are no
 	 * one's: the central locks are still held from fork_prepare). */
-	struct pa_tcache *self = cache_self;
+	struct pa_tcache *self = tcache_self;
 	for (struct pa_tcache *tc = registry; tc != NULL; tc = tc->next) {
 		if (tc == self)
 			continue;
 		large_slots_fold(&tc->large);
 		for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
-			if (cache_carves(tc, cls))
+			if (tcache_carves(tc, cls))
 				central_uncarve_held(cls, tc);
 	}
 	registry = NULL;
 	registry_len = 0;
-	caches_claimed = 0;
-	if (self != &cache_empty && self != &cache_gone) {
+	tcaches_claimed = 0;
+	if (self != &tcache_empty && self != &tcache_gone) {
 		self->next = NULL;
 		self->prevnext = &registry;
 		registry = self;
 		registry_len = 1;
-		caches_claimed = self->claim;
+		tcaches_claimed = self->claim;
 	}
 }

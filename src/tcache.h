@@ -1,5 +1,5 @@
 /*
- * cache.h — per-thread object caches: the malloc fast path.
+ * tcache.h — thread caches: per-thread object caches, the malloc fast path.
  *
  * Each thread that allocates owns a struct pa_tcache: per size class, a
  * singly linked list of free objects (linked through their first word) with
@@ -23,19 +23,24 @@
  *
  * The thread's cache pointer is initial-exec TLS (8 bytes: the only
  * thread-local state of the allocator). Until the thread's first slow path
- * it points to cache_empty, whose lists are empty with bound 0, so both
+ * it points to tcache_empty, whose lists are empty with bound 0, so both
  * fast paths miss without a test for "no cache yet"; the slow path then
  * builds the thread's cache. When the thread exits (a pthread key
  * destructor) its objects go back to the central lists and the pointer is
- * set to cache_gone: the thread's remaining mallocs and frees (in later
+ * set to tcache_gone: the thread's remaining mallocs and frees (in later
  * destructors) go straight to the central lists.
+ *
+ * A cache also holds what the modules below it keep per thread, which it
+ * hands them: its large slots (large.h) and its spare span records
+ * (span.h), passed down by malloc.c and this file; nothing below includes
+ * this file (tools/check_layers.py).
  *
  * Concurrency: a cache is written only by its thread. The counts are
  * written with relaxed atomic stores and read, racily, by pa_malloc_stats
  * through the registry of caches (a list under its own lock).
  */
-#ifndef PA_CACHE_H
-#define PA_CACHE_H
+#ifndef PA_TCACHE_H
+#define PA_TCACHE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -107,38 +112,38 @@ struct pa_tcache {
 	struct pa_tcache *next, **prevnext;
 };
 
-extern struct pa_tcache cache_empty PA_HIDDEN;
-extern __thread struct pa_tcache *cache_self __attribute__((tls_model("initial-exec")));
+extern struct pa_tcache tcache_empty PA_HIDDEN;
+extern __thread struct pa_tcache *tcache_self __attribute__((tls_model("initial-exec")));
 
 /* The calling thread's cache, or NULL while it has none: the placeholders
- * cache_empty and cache_gone (list bounds of 0) keep nothing, no large
+ * tcache_empty and tcache_gone (list bounds of 0) keep nothing, no large
  * slots, no spare span records, no counts. */
-static inline struct pa_tcache *cache_real(void)
+static inline struct pa_tcache *tcache_real(void)
 {
-	struct pa_tcache *tc = cache_self;
+	struct pa_tcache *tc = tcache_self;
 	return tc->max[1] != 0 ? tc : NULL;
 }
 
 /* The calling thread's cache, built if it has none yet; NULL when it cannot
  * have one (thread_cache off, memcheck, out of memory, or exiting). */
-struct pa_tcache *cache_get(void);
+struct pa_tcache *tcache_get(void);
 
 /* What tc hands down, NULL when tc is NULL (the calling thread has no
- * cache: cache_real): its spare span records, for span_new and span_delete
+ * cache: tcache_real): its spare span records, for span_new and span_delete
  * (span.h), and its large slots (large.h). */
-static inline struct pa_span_spares *cache_spares(struct pa_tcache *tc)
+static inline struct pa_span_spares *tcache_spares(struct pa_tcache *tc)
 {
 	return tc != NULL ? &tc->spares : NULL;
 }
 
-static inline struct pa_large_slots *cache_large(struct pa_tcache *tc)
+static inline struct pa_large_slots *tcache_large(struct pa_tcache *tc)
 {
 	return tc != NULL ? &tc->large : NULL;
 }
 
 /* Objects on tc's list of cls: exact in tc's own thread, an estimate in
  * another (the stats), which may see room and max from different times. */
-static inline uint32_t cache_list_count(const struct pa_tcache *tc, unsigned cls)
+static inline uint32_t tcache_list_count(const struct pa_tcache *tc, unsigned cls)
 {
 	uint32_t max = __atomic_load_n(&tc->max[cls], __ATOMIC_RELAXED);
 	uint32_t room = __atomic_load_n(&tc->room[cls], __ATOMIC_RELAXED);
@@ -147,7 +152,7 @@ static inline uint32_t cache_list_count(const struct pa_tcache *tc, unsigned cls
 
 /* Set tc's list of cls to count objects (its head set by the caller) under
  * bound max >= count. */
-static inline void cache_list_set(struct pa_tcache *tc, unsigned cls, uint32_t count, uint32_t max)
+static inline void tcache_list_set(struct pa_tcache *tc, unsigned cls, uint32_t count, uint32_t max)
 {
 	tc->bound_bytes += ((size_t)max - tc->max[cls]) * pa_sizeclasses[cls].size;
 	__atomic_store_n(&tc->max[cls], max, __ATOMIC_RELAXED);
@@ -156,34 +161,34 @@ static inline void cache_list_set(struct pa_tcache *tc, unsigned cls, uint32_t c
 
 /* The list of cls was empty: refill it and return one object, or NULL
  * (errno = ENOMEM). */
-void *cache_alloc_slow(unsigned cls);
+void *tcache_alloc_slow(unsigned cls);
 
 /* The list of cls is full (or there is no cache yet): push p, which
  * pa_free has checked, giving a batch back if needed. */
-void cache_free_slow(unsigned cls, void *p);
+void tcache_free_slow(unsigned cls, void *p);
 
 /* Give every object of the calling thread's cache back. */
-void cache_flush_self(void);
+void tcache_flush_self(void);
 
 /* Sums over every cache: objects held per class, large spans and their
  * pages in the large slots; and how many caches there are. *made_objects
  * and *made_pages: large objects and pages held by the program and the
  * slots (large_held_objects, large_held_pages and every cache's deltas). */
-void cache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *large_spans, size_t *large_pages,
-                  size_t *ncaches, size_t *made_objects, size_t *made_pages);
+void tcache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *large_spans, size_t *large_pages,
+                   size_t *ncaches, size_t *made_objects, size_t *made_pages);
 
 /* fork: the registry lock (prepare/parent), and in the child drop the
  * caches of threads that do not exist there (their objects are lost to
  * the child, as glibc's tcache entries are). */
-void cache_fork_prepare(void);
-void cache_fork_parent(void);
-void cache_fork_child(void);
+void tcache_fork_prepare(void);
+void tcache_fork_parent(void);
+void tcache_fork_child(void);
 /* The calling thread's allowance (0 while it has no cache), and the
  * caches' claims together, in bytes (see the top of this file). */
-size_t cache_allowance_self(void);
-size_t cache_claimed(void);
+size_t tcache_allowance_self(void);
+size_t tcache_claimed(void);
 
 /* Called once by malloc init (pthread key for thread exit). 0 or -1. */
-int cache_global_init(void);
+int tcache_global_init(void);
 
 #endif
