@@ -13,8 +13,6 @@
 #include "layout.h"
 #include "msg.h"
 #include "pagealloc.h"
-#include "pagecache.h"
-#include "pageheap.h"
 
 struct pa_config pa_conf = {
     .arena_size = PA_ARENA_DEFAULT,

@@ -13,10 +13,15 @@
  * by a fanout of 8 (one 64-byte cache line of summaries), and level 4 has one
  * entry per chunk. One level-0 entry covers 2^21 pages, the largest count a
  * 21-bit summary field can hold (with the help of its top bit).
+ *
+ * Also here, at the bottom of the tree, the page level's defaults that
+ * configuration (config.c) names: the growth's reservation and the per-CPU
+ * page caches' modes.
  */
 #ifndef PA_LAYOUT_H
 #define PA_LAYOUT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define PA_PAGE_SHIFT 13u
@@ -58,6 +63,18 @@
 /* Smallest address window the tree can cover: one level-0 entry. */
 #define PA_WINDOW_MIN_BITS PA_LEVEL_SHIFT(0)
 
+/* Address space reserved from the OS per growth, unless configured
+ * (pageheap.h: arena_bytes; PAGEALLOC_CONF: arena_size). */
+#define PA_ARENA_DEFAULT ((size_t)64 << 20)
+
+/* How the per-CPU page caches run (pagecache.h); PAGEALLOC_CONF's
+ * percpu_cache names them off, locked and on, in this order (config.c). */
+enum pa_cache_mode {
+	PA_CACHE_OFF = 0,
+	PA_CACHE_LOCKED = 1, /* per-CPU lock (CAS), CPU from sched_getcpu */
+	PA_CACHE_RSEQ = 2,   /* restartable sequences, no atomics on fast paths */
+};
+
 #define PA_ALIGN_UP(x, a) (((x) + (a)-1) & ~((uintptr_t)(a)-1))
 #define PA_ALIGN_DOWN(x, a) ((x) & ~((uintptr_t)(a)-1))
 
@@ -82,5 +99,6 @@ static inline uintptr_t pa_addr_show(uintptr_t hidden)
 _Static_assert(PA_SUM_L0_BITS == 14, "level 0 holds 16384 entries");
 _Static_assert(PA_LEVEL_SHIFT(0) == 34, "a level-0 entry covers 16 GiB");
 _Static_assert(PA_SUM_MAX_PAGES == 1u << 21, "summary fields are 21 bits");
+_Static_assert(PA_ARENA_DEFAULT % PA_CHUNK_SIZE == 0, "a growth reserves whole chunks");
 
 #endif

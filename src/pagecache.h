@@ -42,12 +42,6 @@
 #define PA_CACHE_BATCH 15u
 #define PA_CACHE_MAX_CPUS 4096u
 
-enum pa_cache_mode {
-	PA_CACHE_OFF = 0,
-	PA_CACHE_LOCKED = 1, /* per-CPU lock (CAS), CPU from sched_getcpu */
-	PA_CACHE_RSEQ = 2,   /* restartable sequences, no atomics on fast paths */
-};
-
 struct pa_pagecache {
 	uint64_t gen;                   /* even: idle; odd: a slow path owns the cache */
 	uint64_t base;                  /* 64-page group (0: none) */

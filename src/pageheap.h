@@ -97,8 +97,6 @@ struct pa_pageheap_opts {
 	size_t arena_bytes;
 };
 
-#define PA_ARENA_DEFAULT ((size_t)64 << 20)
-
 /* A heap under an address-space limit of at most PA_PLACE_LIMIT_MAX stays in
  * one aligned PA_PLACE_REGION, the span of one pagemap leaf (pagemap.h):
  * a second leaf, needed where a heap straddles two, would cost 1 MiB of a
