@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Check the formatting (tools/format.sh --check), then build libpagealloc
-# four ways and run every test in each:
+# Check the formatting (tools/format.sh --check) and the layering
+# (tools/check_layers.py), then build libpagealloc four ways and run every
+# test in each:
 #   build/       plain (RelWithDebInfo), all tests, then pa-demo and the
 #                malloc API test under valgrind
 #   build-release/  Release (no debug information), all tests
@@ -20,6 +21,10 @@ tools/setup-deps.sh
 
 step "formatting: tools/format.sh --check"
 tools/format.sh --check
+
+step "layering: tools/check_layers.py (no cycle, no upward arrow) and its tests"
+python3 tools/check_layers.py
+python3 tools/test_check_layers.py
 
 build() { # dir, cmake options...
 	local dir=$1
