@@ -206,7 +206,10 @@ static uintptr_t hole_end(const struct hole *h)
 static void hole_merge_next(size_t i)
 {
 	char joined[sizeof holes[0].runs];
-	snprintf(joined, sizeof joined, "%s+%s", holes[i].runs, holes[i + 1].runs);
+	/* A label too long for the field is cut, its last kept character '~'. */
+	if (snprintf(joined, sizeof joined, "%s+%s", holes[i].runs, holes[i + 1].runs) >=
+	    (int)sizeof joined)
+		joined[sizeof joined - 2] = '~';
 	memcpy(holes[i].runs, joined, sizeof joined);
 	holes[i].npages += holes[i + 1].npages;
 	memmove(&holes[i + 1], &holes[i + 2], (nholes - i - 2) * sizeof holes[0]);

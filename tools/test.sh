@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Check the formatting (tools/format.sh --check) and the layering
-# (tools/check_layers.py), then build libpagealloc four ways and run every
+# (tools/check_layers.py), then build libpagealloc five ways and run every
 # test in each:
 #   build/       plain (RelWithDebInfo), all tests, then pa-demo and the
 #                malloc API test under valgrind
-#   build-release/  Release (no debug information), all tests
+#   build-release/, build-debug/  Release (no debug information) and Debug
+#                (no optimisation), all tests
 #   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer, all tests
 #   build-tsan/  ThreadSanitizer, the tests named *concurrent* or *thread*
 # then the tests of tools/report.py and the smoke runs of tools/compare.sh and
@@ -37,9 +38,12 @@ step "plain build: build/"
 build build
 (cd build && ctest --output-on-failure -j2)
 
-step "Release build: build-release/"
-build build-release -DCMAKE_BUILD_TYPE=Release -DPA_BUILD_BENCH=OFF
-(cd build-release && ctest --output-on-failure -j2)
+for type in Release Debug; do
+	dir=build-$(echo "$type" | tr A-Z a-z)
+	step "$type build: $dir/"
+	build "$dir" -DCMAKE_BUILD_TYPE=$type -DPA_BUILD_BENCH=OFF
+	(cd "$dir" && ctest --output-on-failure -j2)
+done
 
 step "ASan+UBSan build: build-asan/"
 build build-asan -DPA_SANITIZE=address,undefined -DPA_BUILD_BENCH=OFF
