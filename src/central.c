@@ -138,12 +138,13 @@ static int carved(const struct pa_central *c, const struct pa_span *s)
 }
 
 /* The span to take from next for a refill (central.h); lock held. NULL:
- * out of memory. *carving: whether owner holds a slot afterwards. */
-static struct pa_span *take_span(struct pa_central *c, unsigned cls, const void *owner,
-                                 int *carving, struct pa_span_spares *sp)
+ * out of memory. *carving: whether owner holds a slot afterwards. A new
+ * span takes its record from owner's spares. */
+static struct pa_span *take_span(struct pa_central *c, unsigned cls, struct pa_span_spares *owner,
+                                 int *carving)
 {
 	if (carving == NULL)
-		return c->partial != NULL ? c->partial : grow_locked(c, cls, sp);
+		return c->partial != NULL ? c->partial : grow_locked(c, cls, owner);
 	unsigned mine = CENTRAL_CARVE_SLOTS, idle = CENTRAL_CARVE_SLOTS;
 	for (unsigned k = 0; k < CENTRAL_CARVE_SLOTS; k++) {
 		if (c->carve[k].owner == owner)
@@ -165,9 +166,9 @@ static struct pa_span *take_span(struct pa_central *c, unsigned cls, const void 
 		s = s->next;
 	if (idle == CENTRAL_CARVE_SLOTS) {
 		*carving = 0; /* every slot is another cache's: share */
-		return s != NULL ? s : c->partial != NULL ? c->partial : grow_locked(c, cls, sp);
+		return s != NULL ? s : c->partial != NULL ? c->partial : grow_locked(c, cls, owner);
 	}
-	if (s == NULL && (s = grow_locked(c, cls, sp)) == NULL) {
+	if (s == NULL && (s = grow_locked(c, cls, owner)) == NULL) {
 		carve_clear(c, idle);
 		*carving = 0;
 		return NULL;
@@ -178,8 +179,8 @@ static struct pa_span *take_span(struct pa_central *c, unsigned cls, const void 
 	return s;
 }
 
-unsigned central_take(unsigned cls, unsigned n, void **head, const void *owner, int *carving,
-                      struct pa_span_spares *sp)
+unsigned central_take(unsigned cls, unsigned n, void **head, struct pa_span_spares *owner,
+                      int *carving)
 {
 	struct pa_central *c = &central[cls];
 	void *list = NULL, **tail = &list;
@@ -191,7 +192,7 @@ unsigned central_take(unsigned cls, unsigned n, void **head, const void *owner, 
 		return n;
 	}
 	while (got < n) {
-		struct pa_span *s = take_span(c, cls, owner, carving, sp);
+		struct pa_span *s = take_span(c, cls, owner, carving);
 		if (s == NULL)
 			break;
 		got += take_from(c, s, n - got < s->nfree ? n - got : s->nfree, &tail);
@@ -280,11 +281,19 @@ static void give_locked(struct pa_central *c, void *head, unsigned n, struct pa_
 	c->out -= n;
 }
 
-void central_give(unsigned cls, void *head, unsigned n, int stash, struct pa_span_spares *sp)
+void central_give(unsigned cls, void *head, unsigned n, struct pa_span_spares *sp)
 {
 	struct pa_central *c = &central[cls];
 	lock_acquire(&c->lock);
-	if (stash && n == central_batch(cls) && c->nstash < stash_cap(cls))
+	give_locked(c, head, n, sp);
+	lock_release(&c->lock);
+}
+
+void central_give_or_stash(unsigned cls, void *head, unsigned n, struct pa_span_spares *sp)
+{
+	struct pa_central *c = &central[cls];
+	lock_acquire(&c->lock);
+	if (n == central_batch(cls) && c->nstash < stash_cap(cls))
 		stash_push(central_stash[cls], &c->nstash, head);
 	else
 		give_locked(c, head, n, sp);

@@ -63,8 +63,9 @@ struct pa_central {
 	uint32_t nstash;         /* central_stash[cls][0, nstash): batches, oldest
 	                          * first (relaxed atomic stores: the stats read it) */
 	uint32_t stash_low;      /* the fewest batches stashed since the last decay */
-	/* The spans thread caches carve (central_take): an owner (its cache)
-	 * and its span per slot; owner NULL: a free slot. */
+	/* The spans thread caches carve (central_take): an owner (its cache,
+	 * by its spare span records) and its span per slot; owner NULL: a
+	 * free slot. */
 	struct {
 		const void *owner;
 		struct pa_span *span;
@@ -81,11 +82,14 @@ extern struct pa_central central[PA_SC_NUM_CLASSES] PA_HIDDEN;
 /*
  * Take up to n objects of class cls; they are linked through their first
  * word from *head. Returns how many (0: out of memory, errno = ENOMEM).
- * With `owner` (a thread cache's refill), a whole batch (n ==
- * central_batch(cls)) comes from the stash when it has one, and objects
- * from spans come first from the span the owner carves, until it is full;
- * *carving says whether the owner holds one of the class's carve slots
- * afterwards (carving NULL: no carving, shared spans only).
+ * `owner` is the calling thread's thread cache, by the spare span records
+ * it hands down (span.h: spans made on the way take their records from
+ * them), or NULL when the thread has no cache. With an owner (a thread
+ * cache's refill), a whole batch (n == central_batch(cls)) comes from the
+ * stash when it has one, and objects from spans come first from the span
+ * the owner carves, until it is full; *carving says whether the owner
+ * holds one of the class's carve slots afterwards (carving NULL: no
+ * carving, shared spans only).
  *
  * Thread-affine spans: objects of two threads side by side in one span
  * share cache lines that both threads write (two threads each churning
@@ -101,11 +105,11 @@ extern struct pa_central central[PA_SC_NUM_CLASSES] PA_HIDDEN;
  * the slots' spans, skipped by the others, cost memory (wl-threads, 64
  * threads: 1.3 MiB more).
  *
- * sp, here and below: the calling thread's spare span records (span.h), or
- * NULL, for the spans made or retired on the way.
+ * sp, below: the calling thread's spare span records (span.h), or NULL,
+ * for the spans retired on the way.
  */
-unsigned central_take(unsigned cls, unsigned n, void **head, const void *owner, int *carving,
-                      struct pa_span_spares *sp);
+unsigned central_take(unsigned cls, unsigned n, void **head, struct pa_span_spares *owner,
+                      int *carving);
 
 /* owner lets go of its carve slot in class cls; the _held form with the
  * class's lock held, or in fork's child, where only the caller runs. */
@@ -113,11 +117,13 @@ void central_uncarve(unsigned cls, const void *owner);
 void central_uncarve_held(unsigned cls, const void *owner);
 
 /* Give n objects of class cls, linked through their first word, back to
- * their spans, or with `stash` (a thread cache's overflow) a whole batch to
- * the stash while it has room. An object whose span says it is free
- * already is reported as a double free (abort; a stashed one when its
- * batch goes to the spans). */
-void central_give(unsigned cls, void *head, unsigned n, int stash, struct pa_span_spares *sp);
+ * their spans. An object whose span says it is free already is reported as
+ * a double free (abort; a stashed one when its batch goes to the spans). */
+void central_give(unsigned cls, void *head, unsigned n, struct pa_span_spares *sp);
+
+/* The same for a thread cache's overflow: a whole batch goes to the stash
+ * while it has room. */
+void central_give_or_stash(unsigned cls, void *head, unsigned n, struct pa_span_spares *sp);
 
 /* Objects of class cls in its stash (racy: for the stats). */
 size_t central_stashed(unsigned cls);

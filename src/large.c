@@ -144,12 +144,8 @@ static struct pa_span *slots_take(struct pa_large_slots *ls, size_t npages)
 	return NULL;
 }
 
-/* Keep freed large span s in ls (1), or not (0: the caller releases it).
- * May release the oldest slot's span to make room. */
-static int slots_put(struct pa_large_slots *ls, struct pa_span *s, struct pa_span_spares *sp)
+void large_keep(struct pa_span *s, struct pa_large_slots *ls, struct pa_span_spares *sp)
 {
-	if (!large_slots_may_keep(s) || ls == NULL)
-		return 0;
 	while (ls->n > 0 &&
 	       (ls->n == PA_LARGE_SLOTS || ls->pages + s->npages > PA_LARGE_SLOTS_MAX_PAGES)) {
 		/* Make room: the oldest goes to the large stash, for any
@@ -159,7 +155,6 @@ static int slots_put(struct pa_large_slots *ls, struct pa_span *s, struct pa_spa
 			large_release(old, ls, sp);
 	}
 	large_slot_append(ls, s);
-	return 1;
 }
 
 void large_slots_release(struct pa_large_slots *slots, struct pa_large_slots *ls,
@@ -253,12 +248,6 @@ void large_release(struct pa_span *s, struct pa_large_slots *ls, struct pa_span_
 	span_delete(s, sp);
 	large_count(ls, -1, -(int64_t)npages);
 	pages_free(base, npages);
-}
-
-void large_free(struct pa_span *s, struct pa_large_slots *ls, struct pa_span_spares *sp)
-{
-	if (!slots_put(ls, s, sp))
-		large_release(s, ls, sp);
 }
 
 int large_resize(struct pa_span *s, size_t n, struct pa_large_slots *ls)

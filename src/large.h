@@ -151,7 +151,7 @@ static inline void *large_take_newest(struct pa_large_slots *ls, size_t n, int z
 }
 
 /* Keep freed large span s in a free slot of ls when there is room without
- * evicting (1), else 0 (large_free decides). ls NULL: no slots. */
+ * evicting (1), else 0. ls NULL: no slots. */
 static inline int large_put_room(struct pa_large_slots *ls, struct pa_span *s)
 {
 	if (ls == NULL || ls->n == PA_LARGE_SLOTS || s->npages > PA_LARGE_SLOT_MAX_PAGES ||
@@ -161,8 +161,9 @@ static inline int large_put_room(struct pa_large_slots *ls, struct pa_span *s)
 	return 1;
 }
 
-/* May a thread's slots keep freed large span s? (A thread without a cache
- * builds one for it: malloc.c.) */
+/* May a thread's slots keep freed large span s (large_keep)? A thread
+ * without a cache builds one for it (malloc.c); otherwise s goes back to
+ * the page heap (large_release). */
 static inline int large_slots_may_keep(const struct pa_span *s)
 {
 	return s->npages <= PA_LARGE_SLOT_MAX_PAGES && !vg_active();
@@ -176,10 +177,10 @@ static inline int large_slots_may_keep(const struct pa_span *s)
 void *large_alloc(size_t n, size_t align, int zero, struct pa_large_slots *ls,
                   struct pa_span_spares *sp);
 
-/* Freed (checked) large span s: into ls, making room by evicting its
- * oldest slots to the stash or the page heap, when large_slots_may_keep;
- * else back to the page heap (large_release). */
-void large_free(struct pa_span *s, struct pa_large_slots *ls, struct pa_span_spares *sp);
+/* Keep freed (checked) large span s, which large_slots_may_keep, in ls (not
+ * NULL) as its newest slot, making room by evicting its oldest slots to
+ * the stash or, over the stash's bounds, to the page heap. */
+void large_keep(struct pa_span *s, struct pa_large_slots *ls, struct pa_span_spares *sp);
 
 /* Give large span s's pages back to the page heap, unmap it and drop its
  * record (into sp). */

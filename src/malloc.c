@@ -141,8 +141,13 @@ static void *__attribute__((noinline)) alloc_large_slow(size_t n, size_t align, 
 static void __attribute__((noinline)) free_large(struct pa_span *s)
 {
 	int saved = errno;
-	struct pa_tcache *tc = large_slots_may_keep(s) ? tcache_get() : tcache_real();
-	large_free(s, tcache_large(tc), tcache_spares(tc));
+	struct pa_tcache *tc;
+	if (large_slots_may_keep(s) && (tc = tcache_get()) != NULL) {
+		large_keep(s, &tc->large, &tc->spares);
+	} else {
+		tc = tcache_real();
+		large_release(s, tcache_large(tc), tcache_spares(tc));
+	}
 	errno = saved;
 }
 

@@ -37,7 +37,7 @@ static void list_give_all(struct pa_tcache *tc, unsigned cls, struct pa_span_spa
 	uint32_t count = tcache_list_count(tc, cls);
 	if (count == 0)
 		return;
-	central_give(cls, tc->head[cls], count, 0, sp);
+	central_give(cls, tc->head[cls], count, sp);
 	tc->head[cls] = NULL;
 	tcache_list_set(tc, cls, 0, tc->max[cls]);
 }
@@ -58,7 +58,7 @@ static void tcache_release(struct pa_tcache *tc)
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
 		list_give_all(tc, cls, sp);
 		if (tcache_carves(tc, cls))
-			central_uncarve(cls, tc);
+			central_uncarve(cls, &tc->spares);
 	}
 	for (unsigned w = 0; w < sizeof(tc->carving) / sizeof(tc->carving[0]); w++)
 		tc->carving[w] = 0;
@@ -94,12 +94,11 @@ static struct pa_tcache *tcache_build(void)
 	return tc;
 }
 
-struct pa_tcache *tcache_get(void)
+/* tcache_get (tcache.h) of a thread with a placeholder: tcache_empty's
+ * builds its cache, tcache_gone's has none. */
+struct pa_tcache *tcache_get_slow(void)
 {
-	struct pa_tcache *tc = tcache_self;
-	if (tc == &tcache_empty)
-		tc = tcache_build();
-	return tc != &tcache_gone ? tc : NULL;
+	return tcache_self == &tcache_empty ? tcache_build() : NULL;
 }
 
 static void thread_exit(void *arg)
@@ -184,7 +183,7 @@ static void list_keep(struct pa_tcache *tc, unsigned cls, uint32_t keep, uint32_
 		void **last = tc->head[cls];
 		for (uint32_t k = 1; k < keep; k++)
 			last = last[0];
-		central_give(cls, last[0], count - keep, 0, &tc->spares);
+		central_give(cls, last[0], count - keep, &tc->spares);
 		last[0] = NULL;
 		count = keep;
 	}
@@ -258,7 +257,7 @@ void *tcache_alloc_slow(unsigned cls)
 	void *head;
 	if (tc == NULL || tc == &tcache_gone) {
 		/* No cache: one object straight from the central list. */
-		if (central_take(cls, 1, &head, NULL, NULL, NULL) == 0)
+		if (central_take(cls, 1, &head, NULL, NULL) == 0)
 			return NULL;
 		((void **)head)[1] = NULL;
 		return head;
@@ -268,8 +267,8 @@ void *tcache_alloc_slow(unsigned cls)
 	unsigned batch = central_batch(cls);
 	int carving = 0,
 	    few = __atomic_load_n(&registry_len, __ATOMIC_RELAXED) <= CENTRAL_CARVE_SLOTS;
-	unsigned n = central_take(cls, max < batch ? max : batch, &head, tc, few ? &carving : NULL,
-	                          &tc->spares);
+	unsigned n =
+	    central_take(cls, max < batch ? max : batch, &head, &tc->spares, few ? &carving : NULL);
 	if (carving)
 		tc->carving[cls / 64] |= (uint64_t)1 << (cls % 64);
 	if (n == 0)
@@ -304,7 +303,7 @@ void tcache_free_slow(unsigned cls, void *p)
 	void **o = p;
 	if (tc == NULL || tc == &tcache_gone) {
 		o[0] = NULL;
-		central_give(cls, o, 1, 0, NULL);
+		central_give(cls, o, 1, NULL);
 		return;
 	}
 	o[0] = tc->head[cls];
@@ -331,7 +330,7 @@ void tcache_free_slow(unsigned cls, void *p)
 			last = last[0];
 		void *rest = last[0];
 		last[0] = NULL;
-		central_give(cls, tc->head[cls], n, 1, &tc->spares);
+		central_give_or_stash(cls, tc->head[cls], n, &tc->spares);
 		tc->head[cls] = rest;
 		count -= n;
 	}
@@ -402,7 +401,7 @@ void tcache_fork_child(void)
 		large_slots_fold(&tc->large);
 		for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
 			if (tcache_carves(tc, cls))
-				central_uncarve_held(cls, tc);
+				central_uncarve_held(cls, &tc->spares);
 	}
 	registry = NULL;
 	registry_len = 0;

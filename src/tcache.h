@@ -124,9 +124,15 @@ static inline struct pa_tcache *tcache_real(void)
 	return tc->max[1] != 0 ? tc : NULL;
 }
 
+struct pa_tcache *tcache_get_slow(void);
+
 /* The calling thread's cache, built if it has none yet; NULL when it cannot
  * have one (thread_cache off, memcheck, out of memory, or exiting). */
-struct pa_tcache *tcache_get(void);
+static inline struct pa_tcache *tcache_get(void)
+{
+	struct pa_tcache *tc = tcache_self;
+	return tc->max[1] != 0 ? tc : tcache_get_slow();
+}
 
 /* What tc hands down, NULL when tc is NULL (the calling thread has no
  * cache: tcache_real): its spare span records, for span_new and span_delete
