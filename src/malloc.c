@@ -39,7 +39,6 @@
 /* ---- initialisation -------------------------------------------------------- */
 
 static int malloc_ready_flag; /* 1 once malloc_init_locked ran (pages_once) */
-int vg_on;
 
 static void fork_prepare(void)
 {
@@ -83,11 +82,6 @@ static int malloc_init_locked(void)
 		return -1;
 	span_key_secret = (uintptr_t)os_random_seed();
 	vg_on = vg_memcheck_running();
-	/* The page heap's range list holds the heap's first address: under
-	 * memcheck that would make a leaked block there "still reachable".
-	 * Keep the first page out of malloc's hands (8 KiB, valgrind only). */
-	if (vg_on)
-		(void)pages_alloc_quiet(1);
 	pages_set_fork_hooks(fork_prepare, fork_parent, fork_child);
 	pages_set_sweep(malloc_background);
 	return 0;

@@ -33,6 +33,9 @@
 #define MAP_FIXED_NOREPLACE 0x100000
 #endif
 
+/* Under memcheck (vg.h): set once by malloc's init, read by every layer. */
+int vg_on;
+
 size_t os_page_size(void)
 {
 	static size_t cached;
