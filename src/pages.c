@@ -223,12 +223,17 @@ static struct pa_pageheap *default_heap_build(void)
 	return default_state == HEAP_READY ? &default_heap : NULL;
 }
 
-/* Start (or, in a forked child, restart) the scavenger thread. */
+/* Start (or, in a forked child, restart) the scavenger thread. A thread
+ * that cannot be made (EAGAIN) is no failure of the call that happened to
+ * start it (a free): errno stays as it was. */
 static void scav_ensure_started(void)
 {
 	if (__builtin_expect(__atomic_load_n(&scav_wanted, __ATOMIC_RELAXED), 0) &&
-	    __atomic_exchange_n(&scav_wanted, 0, __ATOMIC_ACQ_REL))
+	    __atomic_exchange_n(&scav_wanted, 0, __ATOMIC_ACQ_REL)) {
+		int saved = errno;
 		scav_start(&default_scav);
+		errno = saved;
+	}
 }
 
 /* At exit the thread stops: no release races with the process's teardown. */
