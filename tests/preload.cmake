@@ -7,9 +7,11 @@
 #   preload_JOB             tests/preload/matrix.sh: a real program (python3,
 #                           perl, sqlite3, git, g++, sort, sh, bash, make, xz,
 #                           gzip, bzip2, tar, mawk, find, grep, sed, du, diff)
-#                           or one of ours (cxx_containers, threads) gives the
-#                           same output with and without the preload, and its
-#                           heap report (stats_print=on) proves malloc was ours
+#                           or one of ours (cxx_containers, threads, and
+#                           align_probe: glibc's aligned-allocation answers)
+#                           gives the same output with and without the
+#                           preload, and its heap report (stats_print=on)
+#                           proves malloc was ours
 #   preload_fork_deadlock_exit, preload_fork_deadlock__exit
 #                           fork_deadlock.c: 2000 forks while four threads are
 #                           inside malloc; children leave by exit or _exit
@@ -48,14 +50,18 @@ add_executable(preload_cxx_containers ${PA_PT_DIR}/cxx_containers.cc)
 add_executable(preload_fork_deadlock ${PA_PT_DIR}/fork_deadlock.c)
 add_executable(preload_bad_pointer ${PA_PT_DIR}/bad_pointer.c)
 add_executable(preload_addr_fill ${PA_PT_DIR}/addr_fill.c)
+add_executable(preload_align_probe ${PA_PT_DIR}/align_probe.c)
 # Plain programs on the C library's malloc, which the preload replaces.
-foreach(exe preload_threads preload_cxx_containers preload_fork_deadlock preload_bad_pointer)
+foreach(exe preload_threads preload_cxx_containers preload_fork_deadlock preload_bad_pointer
+		preload_align_probe)
 	target_link_libraries(${exe} PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 endforeach()
 # The matrix finds their heap reports by the program's name.
 set_target_properties(preload_threads PROPERTIES OUTPUT_NAME threads
 	RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/preload-tests)
 set_target_properties(preload_cxx_containers PROPERTIES OUTPUT_NAME cxx_containers
+	RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/preload-tests)
+set_target_properties(preload_align_probe PROPERTIES OUTPUT_NAME align_probe
 	RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/preload-tests)
 
 # memcheck names a fault's file and line only where the program has debug

@@ -9,14 +9,14 @@
 #
 # JOB is one of the job_* functions below (python3, perl, sqlite3, git, gxx,
 # sort, sh_pipeline, make, xz, gzip, bzip2, tar, awk, find, grep, sed, du,
-# diff, python3_threads, and ours: cxx_containers and threads, which take
-# the program's path as PROGRAM). Each job reads inputs that setup_JOB made
-# beforehand (without the preload) and prints what it computed to stdout;
-# every program it starts runs with the words of "${run[@]}" in front:
-# `env` for the reference run, `env LD_PRELOAD=... PAGEALLOC_CONF=...` for
-# the run on libpagealloc. Both runs happen in the same directory ($tmp/w,
-# emptied in between), so paths in the output agree. Exits 77 (skipped)
-# when a program the job needs is missing.
+# diff, python3_threads, and ours: cxx_containers, threads and align_probe,
+# which take the program's path as PROGRAM). Each job reads inputs that
+# setup_JOB made beforehand (without the preload) and prints what it computed
+# to stdout; every program it starts runs with the words of "${run[@]}" in
+# front: `env` for the reference run, `env LD_PRELOAD=... PAGEALLOC_CONF=...`
+# for the run on libpagealloc. Both runs happen in the same directory
+# ($tmp/w, emptied in between), so paths in the output agree. Exits 77
+# (skipped) when a program the job needs is missing.
 #
 # Also used by tools/bench-preload.sh: `matrix.sh --run JOB DIR PROGRAM
 # ENV...` runs the job once in DIR with ENV in front, no comparison
@@ -373,6 +373,14 @@ comms_cxx_containers() { echo cxx_containers; }
 job_cxx_containers() { "${run[@]}" "$program"; }
 comms_threads() { echo threads; }
 job_threads() { "${run[@]}" "$program"; }
+# glibc's aligned-allocation answers are the version's (2.38 refuses some
+# that 2.36 takes): libpagealloc gives 2.36's.
+setup_align_probe() {
+	[ "$(getconf GNU_LIBC_VERSION)" = "glibc 2.36" ] ||
+		skip "align_probe compares with glibc 2.36, this is $(getconf GNU_LIBC_VERSION)"
+}
+comms_align_probe() { echo align_probe; }
+job_align_probe() { "${run[@]}" "$program"; }
 
 jobs_all() {
 	declare -F | sed -n 's/^declare -f job_//p'
@@ -412,7 +420,7 @@ if [ "${1:-}" = --run ]; then # --run JOB DIR PROGRAM ENV...: one run, for tools
 fi
 
 if [ $# -lt 2 ]; then
-	sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 fi
 job=$1
