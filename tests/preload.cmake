@@ -16,7 +16,9 @@
 #                           fork_deadlock.c: 2000 forks while four threads are
 #                           inside malloc; children leave by exit or _exit
 #   preload_bad_CASE        bad_pointer.c through the real entry points: one
-#                           "pagealloc: FUNC(PTR): ..." line, then SIGABRT
+#                           "pagealloc: FUNC(PTR): FAULT" line, PTR the pointer
+#                           the program passed and FAULT the case's text
+#                           (bad_pointer.sh's table), then SIGABRT
 #   preload_valgrind_KIND, linked_valgrind_KIND
 #                           valgrind.sh: memcheck through the client requests,
 #                           preloaded and linked with pa_malloc (KIND: leak,
