@@ -33,6 +33,55 @@ static void list_remove(struct pa_span *s)
 	s->prevnext = NULL;
 }
 
+/*
+ * The last pages, for the smallest objects. Under an address-space limit
+ * (ulimit -v) the heap can find no more room for good; a program that filled
+ * it with larger blocks still gets its small ones (an error message, a name)
+ * from RESERVE_PAGES pages set aside when the first span is built under a
+ * limit, for classes of at most RESERVE_MAX_SIZE bytes. glibc's heap has the
+ * same kind of last room: the tail of its top chunk that a larger block no
+ * longer fits. Without a limit nothing is set aside.
+ */
+#define RESERVE_PAGES 4u
+#define RESERVE_MAX_SIZE 256u
+enum { RESERVE_UNSET, RESERVE_TAKING, RESERVE_NONE, RESERVE_READY };
+static int reserve_state;        /* atomic, RESERVE_* */
+static uintptr_t reserve_hidden; /* pa_addr_hide(its first page), once READY */
+static uint32_t reserve_left;    /* atomic: pages not handed out, from the end */
+
+static void reserve_setup(void)
+{
+	int unset = RESERVE_UNSET;
+	if (__atomic_load_n(&reserve_state, __ATOMIC_ACQUIRE) != RESERVE_UNSET ||
+	    !__atomic_compare_exchange_n(&reserve_state, &unset, RESERVE_TAKING, 0,
+	                                 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return;
+	uintptr_t base = 0;
+	if (os_addr_space_limit() != SIZE_MAX)
+		base = pages_alloc(RESERVE_PAGES, NULL);
+	if (base != 0) {
+		reserve_hidden = pa_addr_hide(base);
+		__atomic_store_n(&reserve_left, RESERVE_PAGES, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&reserve_state, base != 0 ? RESERVE_READY : RESERVE_NONE,
+	                 __ATOMIC_RELEASE);
+}
+
+/* npages of the reserve for class cls, or 0. */
+static uintptr_t reserve_take(unsigned cls, size_t npages)
+{
+	if (pa_sizeclasses[cls].size > RESERVE_MAX_SIZE ||
+	    __atomic_load_n(&reserve_state, __ATOMIC_ACQUIRE) != RESERVE_READY)
+		return 0;
+	uint32_t left = __atomic_load_n(&reserve_left, __ATOMIC_RELAXED);
+	do {
+		if (left < npages)
+			return 0;
+	} while (!__atomic_compare_exchange_n(&reserve_left, &left, left - (uint32_t)npages, 0,
+	                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+	return pa_addr_show(reserve_hidden) + (left - npages) * PA_PAGE_SIZE;
+}
+
 /* A new empty span of class cls, listed, its record from sp (span.h); lock
  * held. NULL when out of memory. */
 static struct pa_span *grow_locked(struct pa_central *c, unsigned cls, struct pa_span_spares *sp)
@@ -40,8 +89,9 @@ static struct pa_span *grow_locked(struct pa_central *c, unsigned cls, struct pa
 	struct pa_span *s = span_new(cls, sp);
 	if (s == NULL)
 		return NULL;
+	reserve_setup();
 	uintptr_t base = pages_alloc(pa_sizeclasses[cls].pages, NULL);
-	if (base == 0) {
+	if (base == 0 && (base = reserve_take(cls, pa_sizeclasses[cls].pages)) == 0) {
 		span_delete(s, sp);
 		return NULL;
 	}

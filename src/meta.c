@@ -49,17 +49,33 @@ static void avail_remove(struct pa_meta_block *b)
 	b->prevnext = NULL;
 }
 
-/* A new, empty block, listed; lock held. NULL when the OS refuses. */
+/* A block's mapping, aligned to its size: reserved, committed, zero. */
+static void *block_map(size_t bytes)
+{
+	void *m = os_reserve(bytes, bytes);
+	if (m != NULL && os_commit(m, bytes) != 0) {
+		os_unmap(m, bytes);
+		m = NULL;
+	}
+	return m;
+}
+
+/*
+ * A new, empty block, listed; lock held. NULL when the OS refuses. Under an
+ * address-space limit a pool made with `ahead` (span records) maps its next
+ * block ahead: the alignment of a new mapping needs twice its size for a
+ * moment, which a nearly full address space does not have, and the heap's
+ * last pages are no use to a program that cannot get a span record for them.
+ */
 static struct pa_meta_block *block_new(struct pa_meta_pool *p)
 {
 	const size_t bytes = meta_block_bytes(p->size);
-	void *m = os_reserve(bytes, bytes);
-	if (m == NULL)
+	void *m = p->spare;
+	p->spare = NULL;
+	if (m == NULL && (m = block_map(bytes)) == NULL)
 		return NULL;
-	if (os_commit(m, bytes) != 0) {
-		os_unmap(m, bytes);
-		return NULL;
-	}
+	if (p->ahead && os_addr_space_limit() != SIZE_MAX)
+		p->spare = block_map(bytes);
 	struct pa_meta_block *b = m;
 	p->mapped += bytes;
 	avail_insert(p, b);

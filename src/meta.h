@@ -40,11 +40,21 @@ struct pa_meta_pool {
 	size_t mapped;               /* bytes of blocks mapped */
 	size_t live;                 /* records handed out and not returned */
 	size_t released;             /* bytes of block pages released (not yet reused) */
+	int ahead;                   /* map the next block ahead under an address-space
+	                              * limit (set at init): */
+	void *spare;                 /* that block (not in mapped until used), so that the
+	                              * records outlast the heap's last growth */
 };
 
 #define PA_META_POOL_INIT(bytes)                                                                   \
 	{                                                                                          \
 		.lock = PA_LOCK_INIT, .size = ((bytes) < 64 ? 64 : ((bytes) + 63) & ~(size_t)63)   \
+	}
+/* The same, mapping its next block ahead under an address-space limit. */
+#define PA_META_POOL_INIT_AHEAD(bytes)                                                             \
+	{                                                                                          \
+		.lock = PA_LOCK_INIT, .size = ((bytes) < 64 ? 64 : ((bytes) + 63) & ~(size_t)63),  \
+		.ahead = 1                                                                         \
 	}
 
 /* A zeroed record, or NULL (errno = ENOMEM) when the OS refuses memory. */

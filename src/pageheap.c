@@ -672,16 +672,60 @@ static size_t reserve_part(uintptr_t c, int from_top, size_t npages, uintptr_t *
  * allocated at once and never freed (they count in inuse_pages). Without
  * this, up to a chunk (4 MiB) of a process's last address space goes unused.
  */
+/*
+ * Where the kernel still has room: the most pages (at least npages, at most
+ * a chunk's less one) it places anywhere, cut to the part inside one chunk
+ * that is not heap yet. Their count, their address in *at and the chunk's in
+ * *c; 0 if none.
+ */
+static size_t reserve_part_anywhere(struct pa_pageheap *h, size_t npages, uintptr_t *c,
+                                    uintptr_t *at)
+{
+	for (size_t n = PA_CHUNK_PAGES - 1;; n = n / 2 > npages ? n / 2 : npages) {
+		/* One OS page more, so that n heap pages fit whatever its alignment. */
+		size_t bytes = n * PA_PAGE_SIZE + os_page_size();
+		uintptr_t p = (uintptr_t)os_reserve(bytes, os_page_size());
+		if (p != 0) {
+			uintptr_t lo = PA_ALIGN_UP(p, PA_PAGE_SIZE);
+			uintptr_t hi = PA_ALIGN_DOWN(p + bytes, PA_PAGE_SIZE);
+			uintptr_t mid = PA_ALIGN_DOWN(hi - 1, PA_CHUNK_SIZE); /* a chunk's start */
+			if (mid > lo && mid - lo < hi - mid)
+				lo = mid; /* the larger part is in the upper chunk */
+			else if (mid > lo)
+				hi = mid;
+			os_unmap((void *)p, lo - p);
+			os_unmap((void *)hi, p + bytes - hi);
+			*c = PA_ALIGN_DOWN(lo, PA_CHUNK_SIZE);
+			size_t got = (hi - lo) / PA_PAGE_SIZE;
+			if (got >= npages && in_window(h, *c, PA_CHUNK_SIZE) &&
+			    !pageheap_contains_locked(h, *c)) {
+				*at = lo;
+				return got;
+			}
+			os_unmap((void *)lo, hi - lo);
+		}
+		if (n == npages)
+			return 0;
+	}
+}
+
 static int grow_partial(struct pa_pageheap *h, size_t npages)
 {
 	uintptr_t below = arena_range_base(h);
-	uintptr_t chunk[2] = {h->arena_end, below != 0 ? below - PA_CHUNK_SIZE : 0};
-	for (int k = 0; k < 2; k++) {
+	uintptr_t chunk[3] = {h->arena_end, below != 0 ? below - PA_CHUNK_SIZE : 0, 0};
+	for (int k = 0; k < 3; k++) {
 		uintptr_t c = chunk[k], at = 0;
 		size_t n;
-		if (c == 0 || !in_window(h, c, PA_CHUNK_SIZE) ||
-		    range_list_reserve(&h->arenas, h->arenas.n + 1) != 0 ||
-		    (n = reserve_part(c, k == 1, npages, &at)) == 0)
+		if (range_list_reserve(&h->arenas, h->arenas.n + 1) != 0)
+			return -1;
+		if (k == 2)
+			n = reserve_part_anywhere(h, npages, &c, &at);
+		else if (c == 0 || !in_window(h, c, PA_CHUNK_SIZE) ||
+		         pageheap_contains_locked(h, c))
+			continue;
+		else
+			n = reserve_part(c, k == 1, npages, &at);
+		if (n == 0)
 			continue;
 		if (os_commit((void *)at, n * PA_PAGE_SIZE) != 0 ||
 		    pageheap_grow_range_locked(h, c, PA_CHUNK_PAGES) != 0) {

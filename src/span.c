@@ -16,8 +16,8 @@ uintptr_t span_key_secret;
 
 /* Short records (span_new), and long ones (the smallest classes; every span
  * under valgrind). */
-static struct pa_meta_pool span_pool = PA_META_POOL_INIT(PA_SPAN_SHORT);
-static struct pa_meta_pool span_pool_long = PA_META_POOL_INIT(PA_SPAN_LONG);
+static struct pa_meta_pool span_pool = PA_META_POOL_INIT_AHEAD(PA_SPAN_SHORT);
+static struct pa_meta_pool span_pool_long = PA_META_POOL_INIT_AHEAD(PA_SPAN_LONG);
 
 /* Whether a span of class cls takes a long record. */
 static inline int span_long(unsigned cls)
