@@ -408,12 +408,6 @@ void pages_background(void)
 	scav_ensure_started();
 }
 
-uintptr_t pages_alloc_quiet(size_t npages)
-{
-	struct pa_pageheap *h = default_heap_get();
-	return h != NULL ? pageheap_alloc(h, npages, NULL) : 0;
-}
-
 /* Not pa_pages_free: the malloc layer frees pages with a central lock held
  * (a span's last object back, central.c), and a forked child's first call
  * would start its scavenger there, whose pthread_create may allocate (a

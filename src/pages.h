@@ -27,10 +27,6 @@ void pages_background(void);
  * how many of them were released to the OS and read as zero. */
 uintptr_t pages_alloc(size_t npages, size_t *scav);
 
-/* pages_alloc straight from the heap, without starting the scavenger
- * thread (pthread_create allocates): for use under the init lock. */
-uintptr_t pages_alloc_quiet(size_t npages);
-
 /* Take the npages pages at addr if they are all free in the heap (not held
  * by a per-CPU cache): 1, else 0. */
 int pages_alloc_at(uintptr_t addr, size_t npages);
