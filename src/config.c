@@ -143,6 +143,21 @@ int config_parse_size(const char *s, size_t len, size_t *out)
 	return 0;
 }
 
+/* Append s[0, n) (up to a NUL) as the user wrote it, but on one line: a
+ * control character, a newline above all, is written as \xNN. */
+static void quote(struct pa_msg *m, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n && s[i] != '\0'; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c != 0x7f) {
+			msg_strn(m, &s[i], 1);
+			continue;
+		}
+		char esc[4] = {'\\', 'x', "0123456789abcdef"[c >> 4], "0123456789abcdef"[c & 15]};
+		msg_strn(m, esc, sizeof(esc));
+	}
+}
+
 static void warn(const char *source, const char *what, const char *s, size_t n, const char *tail)
 {
 	struct pa_msg m;
@@ -151,7 +166,7 @@ static void warn(const char *source, const char *what, const char *s, size_t n, 
 	msg_str(&m, ": ");
 	msg_str(&m, what);
 	msg_str(&m, " '");
-	msg_strn(&m, s, n);
+	quote(&m, s, n);
 	msg_str(&m, "'");
 	msg_str(&m, tail);
 	msg_end(&m);
@@ -185,7 +200,7 @@ static int apply_one(const char *key, size_t klen, const char *value, size_t vle
 		msg_begin(&m);
 		msg_str(&m, source);
 		msg_str(&m, ": bad value '");
-		msg_strn(&m, value, vlen);
+		quote(&m, value, vlen);
 		msg_str(&m, "' for ");
 		msg_str(&m, k->name);
 		msg_str(&m, " (expected ");
