@@ -3,11 +3,12 @@
 # Idempotent: does nothing (and needs no network) when they are all present.
 set -euo pipefail
 
-# The build and the cmocka tests; then the real programs the preload matrix
-# runs (tests/preload/matrix.sh: each test skips when its program is missing).
+# The build and the cmocka tests; clang with libFuzzer for the fuzz targets
+# (tools/fuzz.sh); then the real programs the preload matrix runs
+# (tests/preload/matrix.sh: each test skips when its program is missing).
 packages=(build-essential cmake pkg-config libcmocka-dev libbenchmark-dev libnuma-dev valgrind
-	clang-format libc6-dev python3 perl sqlite3 git xz-utils bzip2 gzip tar mawk findutils grep
-	sed diffutils coreutils make time)
+	clang-format clang libclang-rt-14-dev libc6-dev python3 perl sqlite3 git xz-utils bzip2 gzip
+	tar mawk findutils grep sed diffutils coreutils make time)
 
 missing=()
 for p in "${packages[@]}"; do
