@@ -8,8 +8,9 @@
 #                (no optimisation), all tests
 #   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer, all tests
 #   build-tsan/  ThreadSanitizer, the tests named *concurrent* or *thread*
-# then the tests of tools/report.py and the smoke runs of tools/compare.sh and
-# tools/profile.sh (build-prof/).
+# then the tests of tools/report.py, the fuzz targets for 45 s each
+# (tools/fuzz.sh: build-fuzz/, clang) and the smoke runs of tools/compare.sh
+# and tools/profile.sh (build-prof/).
 # Installs missing Debian packages first (needs root for that). Exits nonzero
 # on the first failure.
 set -euo pipefail
@@ -75,6 +76,9 @@ done
 
 step "report tool: tools/test_report.py (medians, ratios, targets, tables)"
 python3 tools/test_report.py
+
+step "fuzzing: tools/fuzz.sh --time 45 (build-fuzz/: fuzz_conf, fuzz_malloc on their corpus)"
+tools/fuzz.sh --time 45
 
 step "side-by-side smoke run: tools/compare.sh --quick (the runner, not timings)"
 tools/compare.sh --quick >/dev/null
