@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Build the libFuzzer targets (tests/fuzz/, docs/fuzzing.md) with clang,
 # ASan and UBSan, and run each for a bounded time on its corpus.
-#   tools/fuzz.sh [--time SECONDS] [--build DIR] [TARGET...]
+#   tools/fuzz.sh [--time SECONDS] [--build DIR] [TARGET...] [-- LIBFUZZER-FLAGS...]
 # TARGET: fuzz_conf, fuzz_malloc (default both, one after the other).
 # SECONDS: per target (default 45). DIR: the build (default build-fuzz/).
+# Flags after -- go to libFuzzer (e.g. -len_control=0 -max_len=1024).
 #
 # The repository's corpus (tests/fuzz/corpus/conf/, .../malloc/) is read, not
 # written: what a run finds goes to DIR/corpus/TARGET/, crashes to
@@ -17,8 +18,14 @@ cd "$(dirname "$0")/.."
 seconds=45
 dir=build-fuzz
 targets=()
+flags=()
 while [ $# -gt 0 ]; do
 	case $1 in
+	--)
+		shift
+		flags=("$@")
+		break
+		;;
 	--time)
 		seconds=$2
 		shift 2
@@ -32,7 +39,8 @@ while [ $# -gt 0 ]; do
 		shift
 		;;
 	*)
-		echo "usage: tools/fuzz.sh [--time SECONDS] [--build DIR] [fuzz_conf] [fuzz_malloc]" >&2
+		echo "usage: tools/fuzz.sh [--time SECONDS] [--build DIR] [fuzz_conf] [fuzz_malloc]" \
+			"[-- LIBFUZZER-FLAGS...]" >&2
 		exit 2
 		;;
 	esac
@@ -58,7 +66,8 @@ for t in "${targets[@]}"; do
 	echo "fuzz.sh: $t for ${seconds}s on $seeds"
 	# -timeout: one input running 30 s is a hang, and a finding.
 	if ! "$dir/$t" -max_total_time="$seconds" -timeout=30 -print_final_stats=1 \
-		-artifact_prefix="$dir/artifacts/$t-" "$work" "$seeds" >"$log" 2>&1; then
+		-artifact_prefix="$dir/artifacts/$t-" ${flags[@]+"${flags[@]}"} "$work" "$seeds" \
+		>"$log" 2>&1; then
 		echo "fuzz.sh: $t FAILED; the end of $log:" >&2
 		tail -n 40 "$log" >&2
 		input=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n 1)
