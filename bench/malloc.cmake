@@ -21,3 +21,9 @@ endif()
 
 add_executable(malloc-pairs-libc ${PROJECT_SOURCE_DIR}/bench/malloc_pairs.c)
 target_link_libraries(malloc-pairs-libc PRIVATE Threads::Threads)
+
+# cxx-pairs: C++ operator new + delete pairs for callgrind, each delete form
+# (bench/cxx_pairs.cc); run it with LD_PRELOAD of libpagealloc-preload.so.
+enable_language(CXX)
+add_executable(cxx-pairs ${PROJECT_SOURCE_DIR}/bench/cxx_pairs.cc)
+target_compile_options(cxx-pairs PRIVATE -fsized-deallocation) # clang before 19: off

@@ -19,13 +19,22 @@
  * of making it return nullptr (the standard's rule), because catching needs
  * libstdc++'s personality routine. A C program has no new_handler.
  *
- * Every delete is pa_free: the size and alignment arguments are not needed
- * to find the block, and the pointer checks are pa_free's.
+ * Every delete here is pa_free: the alignment argument is not needed to
+ * find the block, and the pointer checks are pa_free's. The four sized
+ * deletes, which also check their size (free_sized's rule), are ELF aliases
+ * in preload/malloc_names.c: only there can they inline the allocator's
+ * fast path.
  */
 #include <cstddef>
 #include <new>
 
 #include "pagealloc.h"
+
+/* GCC warns of an unsized delete whose sized partner this file does not
+ * define: preload/malloc_names.c defines them. (Clang has no such warning.) */
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wsized-deallocation"
+#endif
 
 /* Weak references to libstdc++ (see above): null when it is not loaded. */
 extern std::new_handler pa_get_new_handler() noexcept __asm__("_ZSt15get_new_handlerv")
@@ -134,16 +143,6 @@ void operator delete[](void *p, const std::nothrow_t &) noexcept
 	pa_free(p);
 }
 
-void operator delete(void *p, std::size_t) noexcept
-{
-	pa_free(p);
-}
-
-void operator delete[](void *p, std::size_t) noexcept
-{
-	pa_free(p);
-}
-
 void operator delete(void *p, std::align_val_t) noexcept
 {
 	pa_free(p);
@@ -160,16 +159,6 @@ void operator delete(void *p, std::align_val_t, const std::nothrow_t &) noexcept
 }
 
 void operator delete[](void *p, std::align_val_t, const std::nothrow_t &) noexcept
-{
-	pa_free(p);
-}
-
-void operator delete(void *p, std::size_t, std::align_val_t) noexcept
-{
-	pa_free(p);
-}
-
-void operator delete[](void *p, std::size_t, std::align_val_t) noexcept
 {
 	pa_free(p);
 }

@@ -17,7 +17,8 @@
  * knows the address (else: foreign pointer), the address starts an object of
  * its span (else: interior pointer), the span's alloc bit is set and the
  * object's second word is not its free-key (else: double free). Messages
- * name the C function ("free", "realloc", ...), as the preload exports them.
+ * name the C function ("free", "realloc", ...), as the preload exports them
+ * (C++'s sized deletes, preload/malloc_names.c: "operator delete").
  */
 #include <errno.h>
 #include <limits.h>
@@ -319,12 +320,25 @@ static inline struct pa_span *block_span(const char *func, void *p)
 	return s;
 }
 
-static inline void free_block(struct pa_span *s, void *p)
+static void free_sized_other(void *p, size_t size, const char *func);
+
+/* Checked block p onto this thread's list of its class, or free_slow. With
+ * `func` not NULL (C++'s sized delete, preload/malloc_names.c, past
+ * pa_free's fast checks) only a block of at most its class size that goes
+ * onto the list; free_sized_other takes anything else: a wrong size, a
+ * large block (class size 0, no room), a full list, and every block under
+ * memcheck (no thread cache: no room), whose bound is the size asked for.
+ * free_block's NULL, a constant, leaves no code for it. */
+static inline void free_block_as(struct pa_span *s, void *p, size_t size, const char *func)
 {
 	unsigned cls = s->cls;
 	void **o = p;
 	struct pa_tcache *tc = tcache_self;
 	uint32_t left = tc->room[cls];
+	if (func != NULL && __builtin_expect(size > pa_sizeclasses[cls].size || left == 0, 0)) {
+		free_sized_other(p, size, func);
+		return;
+	}
 	o[1] = (void *)span_free_key(p);
 	/* List 0 (large objects) has bound 0, so room 0, in every cache. */
 	if (__builtin_expect(left == 0, 0)) {
@@ -334,6 +348,11 @@ static inline void free_block(struct pa_span *s, void *p)
 	o[0] = tc->head[cls];
 	tc->head[cls] = o;
 	__atomic_store_n(&tc->room[cls], left - 1, __ATOMIC_RELAXED);
+}
+
+static inline void free_block(struct pa_span *s, void *p)
+{
+	free_block_as(s, p, 0, NULL);
 }
 
 /* ---- the API ------------------------------------------------------------- */
@@ -368,14 +387,29 @@ void pa_free(void *p)
 	free_block(s, p);
 }
 
-void pa_free_sized(void *p, size_t size)
+/* pa_free_sized under the name of `func`: a size larger than the block's
+ * usable size (span_usable_of: its class size or pages; under memcheck the
+ * size asked for) is a fault, named "wrong size"; any size up to it, 0
+ * included, is the block's. */
+static inline void free_sized_as(void *p, size_t size, const char *func)
 {
 	if (p == NULL)
 		return;
-	struct pa_span *s = block_span("free_sized", p);
+	struct pa_span *s = block_span(func, p);
 	if (size > span_usable_of(s, p))
-		span_report("free_sized", p, PA_OBJ_BAD_SIZE);
+		span_report(func, p, PA_OBJ_BAD_SIZE);
 	free_block(s, p);
+}
+
+void pa_free_sized(void *p, size_t size)
+{
+	free_sized_as(p, size, "free_sized");
+}
+
+/* free_sized_as out of line, for free_block_as. */
+static void __attribute__((noinline)) free_sized_other(void *p, size_t size, const char *func)
+{
+	free_sized_as(p, size, func);
 }
 
 void pa_free_aligned_sized(void *p, size_t alignment, size_t size)

@@ -239,7 +239,7 @@ enum pa_obj_fault {
 	PA_OBJ_FOREIGN,     /* not an address this heap handed out */
 	PA_OBJ_INTERIOR,    /* inside a block, not at its start */
 	PA_OBJ_DOUBLE_FREE, /* the block is already free */
-	PA_OBJ_BAD_SIZE,    /* free_sized with more than the block holds */
+	PA_OBJ_BAD_SIZE,    /* free_sized or a sized delete: more than the block holds */
 	PA_OBJ_BAD_ALIGN,   /* free_aligned_sized: the block is not that aligned */
 };
 

@@ -53,6 +53,8 @@ add_executable(preload_fork_deadlock ${PA_PT_DIR}/fork_deadlock.c)
 add_executable(preload_bad_pointer ${PA_PT_DIR}/bad_pointer.c)
 add_executable(preload_addr_fill ${PA_PT_DIR}/addr_fill.c)
 add_executable(preload_align_probe ${PA_PT_DIR}/align_probe.c)
+# Its delete expressions call the sized forms (clang before 19 leaves them off).
+target_compile_options(preload_cxx_containers PRIVATE -fsized-deallocation)
 # Plain programs on the C library's malloc, which the preload replaces.
 foreach(exe preload_threads preload_cxx_containers preload_fork_deadlock preload_bad_pointer
 		preload_align_probe)
@@ -103,7 +105,10 @@ pa_preload_test(preload_fork_deadlock__exit env LD_PRELOAD=${PA_PT_PRELOAD}
 # ---- bad pointers: case and the function the line must name ------------------------
 foreach(case_func free_stack:free free_mmap:free free_static:free double_free:free
 		double_free_large:free realloc_freed:realloc free_interior:free
-		"delete_static:free|operator delete")
+		"delete_static:free|operator delete" "delete_sized_wrong:operator delete"
+		"delete_array_sized_wrong:operator delete\\[\\]"
+		"delete_aligned_sized_wrong:operator delete" "delete_sized_large_wrong:operator delete"
+		"delete_sized_twice:operator delete")
 	string(REPLACE ":" ";" parts "${case_func}")
 	list(GET parts 0 case)
 	list(GET parts 1 func)

@@ -17,8 +17,16 @@
  *   realloc_freed      realloc of a freed 100-byte block
  *   free_interior      free of a block's address plus 16
  *   delete_static      C++'s operator delete (_ZdlPv) of a static array
+ * and C++'s sized deletes, each given one byte more than the block holds
+ * (malloc_usable_size + 1), or a block already freed:
+ *   delete_sized_wrong          operator delete(p, 17) of new(16)
+ *   delete_array_sized_wrong    operator delete[](p, size) of new[](100)
+ *   delete_aligned_sized_wrong  operator delete(p, size, 64) of new(100, 64)
+ *   delete_sized_large_wrong    operator delete(p, size) of new(40000)
+ *   delete_sized_twice          operator delete(p, 64) twice of new(64)
  */
 #include <dlfcn.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +46,29 @@ static void *announce(void *p)
 	fflush(stdout);
 	launder = p;
 	return launder;
+}
+
+/* A C++ operator of the preloaded library, by its mangled name. */
+static void *cxx_operator(const char *name)
+{
+	void *f = dlsym(RTLD_DEFAULT, name);
+	if (f == NULL) {
+		fprintf(stderr, "bad_pointer: no %s in the process\n", name);
+		exit(1);
+	}
+	return f;
+}
+
+/* operator new(n) or new[](n) (by name), then the sized delete `del` of
+ * its block with one byte more than the block holds. */
+static void delete_one_byte_over(const char *new_name, size_t n, const char *del)
+{
+	void *(*alloc)(size_t) = (void *(*)(size_t))cxx_operator(new_name);
+	void (*release)(void *, size_t) = (void (*)(void *, size_t))cxx_operator(del);
+	char *p = alloc(n);
+	memset(p, 5, n);
+	size_t wrong = malloc_usable_size(p) + 1;
+	release(announce(p), wrong);
 }
 
 int main(int argc, char **argv)
@@ -86,6 +117,28 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		del(announce(static_array + 512));
+	} else if (strcmp(c, "delete_sized_wrong") == 0) {
+		delete_one_byte_over("_Znwm", 16, "_ZdlPvm");
+	} else if (strcmp(c, "delete_array_sized_wrong") == 0) {
+		delete_one_byte_over("_Znam", 100, "_ZdaPvm");
+	} else if (strcmp(c, "delete_aligned_sized_wrong") == 0) {
+		void *(*alloc)(size_t, size_t) =
+		    (void *(*)(size_t, size_t))cxx_operator("_ZnwmSt11align_val_t");
+		void (*del)(void *, size_t, size_t) =
+		    (void (*)(void *, size_t, size_t))cxx_operator("_ZdlPvmSt11align_val_t");
+		char *p = alloc(100, 64);
+		memset(p, 5, 100);
+		del(announce(p), malloc_usable_size(p) + 1, 64);
+	} else if (strcmp(c, "delete_sized_large_wrong") == 0) {
+		delete_one_byte_over("_Znwm", 40000, "_ZdlPvm");
+	} else if (strcmp(c, "delete_sized_twice") == 0) {
+		void *(*alloc)(size_t) = (void *(*)(size_t))cxx_operator("_Znwm");
+		void (*del)(void *, size_t) = (void (*)(void *, size_t))cxx_operator("_ZdlPvm");
+		char *p = alloc(64);
+		memset(p, 6, 64);
+		launder = p;
+		del(p, 64);
+		del(announce(launder), 64);
 	} else {
 		fprintf(stderr, "bad_pointer: unknown case %s\n", c);
 		return 2;

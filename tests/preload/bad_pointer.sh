@@ -19,6 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # (span_report; a freed block passed to anything but a free is a use after
 # free).
 foreign="not a live block of this heap (foreign pointer, or freed already)"
+wrong_size="size is larger than the block (wrong size)"
 declare -A fault_of=(
 	[free_stack]=$foreign
 	[free_mmap]=$foreign
@@ -28,6 +29,11 @@ declare -A fault_of=(
 	[double_free_large]="block is already free (double free)"
 	[realloc_freed]="block is already free (use after free)"
 	[free_interior]="points inside a block, not at its start (interior pointer)"
+	[delete_sized_wrong]=$wrong_size
+	[delete_array_sized_wrong]=$wrong_size
+	[delete_aligned_sized_wrong]=$wrong_size
+	[delete_sized_large_wrong]=$wrong_size
+	[delete_sized_twice]="block is already free (double free)"
 )
 
 [ $# = 4 ] || [ $# = 5 ] || {

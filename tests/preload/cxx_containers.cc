@@ -4,9 +4,14 @@
  * sized delete), exceptions (__cxa_allocate_exception takes malloc), array
  * new[]/delete[], over-aligned new for alignas(64) types (the align_val_t
  * operators), nothrow new, a failing nothrow new (nullptr) and a failing
- * throwing new (std::bad_alloc). Prints one checksum line; run with and
- * without the preloaded libpagealloc, the output must be the same.
- * Exits 1 if an over-aligned object is misaligned or a failure is not seen.
+ * throwing new (std::bad_alloc), and sized delete with the size new was
+ * given, which libpagealloc checks (a wrong size aborts): every size up to
+ * 32 KiB, so every size class's last size and the next class's first,
+ * large ones, 0 and a null pointer, through each sized form; delete and delete[] expressions of
+ * objects with and without destructors, over-aligned too. Prints one
+ * checksum line; run with and without the preloaded libpagealloc, the
+ * output must be the same. Exits 1 if an over-aligned object is misaligned
+ * or a failure is not seen.
  */
 #include <cstdint>
 #include <cstdio>
@@ -145,6 +150,72 @@ std::uint64_t arrays_and_alignment()
 	return h;
 }
 
+// Objects whose delete and delete[] expressions call the sized forms: a
+// complete type's delete passes its size, and new[] of a type with a
+// destructor stores the count before the elements (delete[] passes the
+// whole block's size). Without a destructor, delete[] is unsized.
+struct WithDtor {
+	std::uint64_t words[3];
+	~WithDtor() { words[0] = 0; }
+};
+struct alignas(64) AlignedWithDtor {
+	std::uint64_t words[5];
+	~AlignedWithDtor() { words[0] = 0; }
+};
+struct Plain {
+	std::uint64_t words[5];
+};
+
+std::uint64_t sized_deletes()
+{
+	constexpr std::align_val_t align{64};
+	std::uint64_t h = 0;
+	// Every size of a small object, then large ones either side of a page
+	// and of the 32 KiB bound.
+	static const std::size_t large[] = {32769, 40000, 65536, 65537, 1 << 20, (1 << 20) + 1};
+	for (std::size_t i = 1; i <= 32768 + sizeof(large) / sizeof(large[0]); i++) {
+		std::size_t n = i <= 32768 ? i : large[i - 32769];
+		char *p = static_cast<char *>(::operator new(n));
+		p[n - 1] = 1;
+		::operator delete(p, n);
+		p = static_cast<char *>(::operator new[](n));
+		p[n - 1] = 2;
+		::operator delete[](p, n);
+		p = static_cast<char *>(::operator new(n, align));
+		if (reinterpret_cast<std::uintptr_t>(p) % 64 != 0)
+			fail("operator new(n, 64) is not 64-byte aligned");
+		p[n - 1] = 3;
+		::operator delete(p, n, align);
+		p = static_cast<char *>(::operator new[](n, align));
+		p[n - 1] = 4;
+		::operator delete[](p, n, align);
+		h = mix(h, n);
+	}
+	// Size 0, and a null pointer (nothing to free).
+	const std::size_t none = 0;
+	void *zero = ::operator new(none);
+	::operator delete(zero, none);
+	zero = ::operator new[](none);
+	::operator delete[](zero, none);
+	::operator delete(nullptr, 16);
+	::operator delete[](nullptr, 16, align);
+	for (int k = 0; k < 3000; k += 7) {
+		WithDtor *one = new WithDtor{};
+		WithDtor *many = new WithDtor[k + 1];
+		AlignedWithDtor *aligned = new AlignedWithDtor[k % 97 + 1];
+		Plain *plain = new Plain[k + 1];
+		many[k].words[1] = static_cast<std::uint64_t>(k);
+		aligned[k % 97].words[1] = many[k].words[1];
+		plain[k].words[1] = aligned[k % 97].words[1];
+		h = mix(h, plain[k].words[1] + one->words[2]);
+		delete one;
+		delete[] many;
+		delete[] aligned;
+		delete[] plain;
+	}
+	return h;
+}
+
 // Where the results of the impossible allocations go, so that the compiler
 // cannot elide a new/delete pair (C++14 allows it).
 char *volatile escape;
@@ -178,6 +249,7 @@ int main()
 	std::uint64_t h = containers();
 	h = mix(h, exceptions());
 	h = mix(h, arrays_and_alignment());
+	h = mix(h, sized_deletes());
 	impossible_allocations();
 	std::printf("cxx_containers checksum=%016llx\n", static_cast<unsigned long long>(h));
 	return failures == 0 ? 0 : 1;
