@@ -109,7 +109,9 @@ PA_API size_t pa_scavenge(size_t bytes);
  * a bad value prints one warning line, keeps the current value and returns -1
  * with errno = EINVAL. Keys:
  *   arena_size=SIZE   address space reserved per heap growth (default 64M;
- *                     SIZE takes K, M, G suffixes; rounded up to 4 MiB)
+ *                     SIZE takes K, M, G suffixes; at least 4M, rounded up
+ *                     to 4 MiB; under an address-space limit at most 1/16 of
+ *                     it)
  *   percpu_cache=on|off|locked
  *                     per-CPU page caches for runs of 1-15 pages (default on:
  *                     restartable sequences where the kernel and glibc offer
@@ -133,7 +135,7 @@ PA_API size_t pa_scavenge(size_t bytes);
  *                     allocation)
  *   thread_cache_total=SIZE  what all thread caches together may hold: each
  *                     keeps at most this over the number of caches, at
- *                     least 32 KiB (default 8M)
+ *                     least 32 KiB (default 16M)
  *   stats_print=on|off  print the heap's story (pa_malloc_stats_print) when
  *                     the process exits (default off; jemalloc's key)
  *   stats_file=PATH   where stats_print writes ("%p" becomes the process id;
