@@ -665,14 +665,6 @@ static size_t reserve_part(uintptr_t c, int from_top, size_t npages, uintptr_t *
 }
 
 /*
- * The address space is nearly all used (a limit, ulimit -v) and not one more
- * chunk can be reserved: grow by the part of a chunk that can, next to the
- * heap (the chunk above the current arena, or the one below it). The chunk
- * joins the heap whole; its pages outside the part are not ours, so they are
- * allocated at once and never freed (they count in inuse_pages). Without
- * this, up to a chunk (4 MiB) of a process's last address space goes unused.
- */
-/*
  * Where the kernel still has room: the most pages (at least npages, at most
  * a chunk's less one) it places anywhere, cut to the part inside one chunk
  * that is not heap yet. Their count, their address in *at and the chunk's in
@@ -709,15 +701,24 @@ static size_t reserve_part_anywhere(struct pa_pageheap *h, size_t npages, uintpt
 	}
 }
 
+/*
+ * The address space is nearly all used (a limit, ulimit -v) and not one more
+ * chunk can be reserved: grow by the part of a chunk that can, next to the
+ * heap (the chunk above the current arena, or the one below it), else
+ * wherever the kernel still has room. The chunk joins the heap whole; its
+ * pages outside the part are not ours, so they are allocated at once and
+ * never freed (they count in inuse_pages). Without this, up to a chunk
+ * (4 MiB) of a process's last address space goes unused.
+ */
 static int grow_partial(struct pa_pageheap *h, size_t npages)
 {
+	if (range_list_reserve(&h->arenas, h->arenas.n + 1) != 0)
+		return -1;
 	uintptr_t below = arena_range_base(h);
 	uintptr_t chunk[3] = {h->arena_end, below != 0 ? below - PA_CHUNK_SIZE : 0, 0};
 	for (int k = 0; k < 3; k++) {
 		uintptr_t c = chunk[k], at = 0;
 		size_t n;
-		if (range_list_reserve(&h->arenas, h->arenas.n + 1) != 0)
-			return -1;
 		if (k == 2)
 			n = reserve_part_anywhere(h, npages, &c, &at);
 		else if (c == 0 || !in_window(h, c, PA_CHUNK_SIZE) ||
