@@ -42,19 +42,6 @@
 #include "stash.h"
 #include "tcache.h"
 
-/* A sanitizer's runtime makes threads of its own: under an address-space
- * limit its pthread_create dies instead of failing. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define UNDER_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define UNDER_SANITIZER 1
-#endif
-#endif
-#ifndef UNDER_SANITIZER
-#define UNDER_SANITIZER 0
-#endif
-
 /* errno before every free: no allocator function sets it to this. */
 #define ERRNO_SENTINEL 12345
 
@@ -721,7 +708,7 @@ static int scavenger_start_fails_child(enum how h)
 static void free_that_cannot_start_the_scavenger_leaves_errno_alone(void **state)
 {
 	(void)state;
-	if (UNDER_SANITIZER) {
+	if (TU_UNDER_SANITIZER) {
 		print_message("skipped: the sanitizer's pthread_create aborts under the limit\n");
 		skip();
 	}

@@ -29,15 +29,7 @@
 
 #include "pagealloc.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define UNDER_SANITIZER 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define UNDER_SANITIZER 1
-#endif
-#endif
-
-#ifdef UNDER_SANITIZER
+#if TU_UNDER_SANITIZER
 #define FORKS 200.0
 #else
 #define FORKS 2000.0

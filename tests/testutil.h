@@ -33,6 +33,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+
+/* 1 in a build with ASan or TSan: their runtimes make threads of their own
+ * (pthread_create dies under an address-space limit instead of failing) and
+ * run programs several times slower. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TU_UNDER_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define TU_UNDER_SANITIZER 1
+#endif
+#endif
+#ifndef TU_UNDER_SANITIZER
+#define TU_UNDER_SANITIZER 0
+#endif
 #include <sys/wait.h>
 #include <unistd.h>
 
