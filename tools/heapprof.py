@@ -46,6 +46,7 @@ import argparse
 import gzip
 import os
 import re
+import shlex
 import shutil
 import struct
 import subprocess
@@ -675,7 +676,8 @@ def leak_report(path, profile, symbolizer, top=DEFAULT_TOP):
                      % (size(sum(s.inuse_space for s in rest)),
                         count(sum(s.inuse_objects for s in rest)), len(rest)))
     binary = profile.mapping[0].filename if profile.mapping else "BINARY"
-    lines.append("look at it: go tool pprof -http=: %s %s" % (binary, path))
+    lines.append("look at it: go tool pprof -http=: %s %s"
+                 % (shlex.quote(binary), shlex.quote(path)))
     return lines
 
 

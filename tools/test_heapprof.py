@@ -345,6 +345,13 @@ class Reports(unittest.TestCase):
         self.assertEqual(heapprof.leak_report("x", pa, heapprof.Symbolizer(pa)),
                          heapprof.leak_report("x", pb, heapprof.Symbolizer(pb)))
 
+    def test_the_pprof_command_quotes_a_path_with_a_space(self):
+        path = write(self.dir, "heap.5.0001.final.pb.gz", named_profile())
+        p = heapprof.read(path)
+        lines = heapprof.leak_report("/tmp/a dir/f.pb.gz", p, heapprof.Symbolizer(p))
+        self.assertEqual(lines[-1],
+                         "look at it: go tool pprof -http=: /usr/bin/prog '/tmp/a dir/f.pb.gz'")
+
     def test_top_cuts_the_list_and_sums_the_rest(self):
         path = write(self.dir, "heap.1234.0001.peak.pb.gz", named_profile())
         with Silent() as s:
