@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdio.h> /* rename */
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
@@ -151,9 +152,95 @@ int os_open_append(const char *path)
 	return fd;
 }
 
-void os_close(int fd)
+int os_close(int fd)
 {
-	close(fd);
+	/* Linux releases the descriptor even when close is interrupted; a retry
+	 * could close one another thread has just opened. */
+	if (close(fd) == 0)
+		return 0;
+	return errno == EINTR ? 0 : -1;
+}
+
+static int open_retry(const char *path, int flags, int mode)
+{
+	int fd;
+	do
+		fd = open(path, flags, mode);
+	while (fd < 0 && errno == EINTR);
+	return fd;
+}
+
+int os_open_write(const char *path)
+{
+	return open_retry(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+}
+
+int os_open_read(const char *path)
+{
+	return open_retry(path, O_RDONLY | O_CLOEXEC, 0);
+}
+
+int os_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		if (w == 0) { /* no progress and no error: a full device */
+			errno = ENOSPC;
+			return -1;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+long os_pread(int fd, void *buf, size_t len, uint64_t off)
+{
+	size_t n = 0;
+	while (n < len) {
+		ssize_t r = pread(fd, (char *)buf + n, len - n, (off_t)(off + n));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	return (long)n;
+}
+
+long os_readlink(const char *path, char *buf, size_t cap)
+{
+	if (cap == 0) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	ssize_t n = readlink(path, buf, cap);
+	if (n < 0)
+		return -1;
+	/* readlink truncates silently: a result that fills buf may be cut. */
+	if ((size_t)n >= cap) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	buf[n] = '\0';
+	return (long)n;
+}
+
+int os_rename(const char *from, const char *to)
+{
+	return rename(from, to) == 0 ? 0 : -1;
+}
+
+int os_unlink(const char *path)
+{
+	return unlink(path) == 0 ? 0 : -1;
 }
 
 int os_getpid(void)
@@ -290,6 +377,11 @@ static uint64_t clock_ns(clockid_t id)
 uint64_t os_now_ns(void)
 {
 	return clock_ns(CLOCK_MONOTONIC);
+}
+
+uint64_t os_realtime_ns(void)
+{
+	return clock_ns(CLOCK_REALTIME);
 }
 
 uint64_t os_boot_ns(void)

@@ -1,7 +1,7 @@
 /*
- * os.h — the operating-system boundary. Every mmap, mprotect, madvise and
- * futex of the allocator goes through here; nothing else makes syscalls.
- * None of these functions allocate or touch libc's malloc.
+ * os.h — the operating-system boundary. Every mmap, mprotect, madvise,
+ * futex and file access of the allocator goes through here; nothing else
+ * makes syscalls. None of these functions allocate or touch libc's malloc.
  */
 #ifndef PA_OS_H
 #define PA_OS_H
@@ -66,6 +66,7 @@ uint32_t os_release_mask(void *base, uint32_t mask, size_t page, int lazy);
 size_t os_thp_bytes(void);
 
 uint64_t os_now_ns(void);        /* CLOCK_MONOTONIC */
+uint64_t os_realtime_ns(void);   /* CLOCK_REALTIME: ns since the Unix epoch */
 uint64_t os_thread_cpu_ns(void); /* CPU time of the calling thread */
 
 /* Futex wait while *word == val, at most ns nanoseconds. */
@@ -82,7 +83,32 @@ void os_write_stderr(const char *buf, size_t len);
 /* Open path for appending (created 0644, close-on-exec): fd, or -1 with
  * errno set. */
 int os_open_append(const char *path);
-void os_close(int fd);
+
+/* Close fd: 0, or -1 with errno set (a delayed write error, EIO or ENOSPC on
+ * some file systems). The descriptor is gone either way: an interrupted
+ * close is not retried, since Linux has already released it. */
+int os_close(int fd);
+
+/* Open path to write it from the start (created 0644, truncated,
+ * close-on-exec), or to read it (close-on-exec): fd, or -1 with errno set. */
+int os_open_write(const char *path);
+int os_open_read(const char *path);
+
+/* Write all of buf to fd, retrying short and interrupted writes: 0, or -1
+ * with errno set (ENOSPC, EIO, ...) at the first real error. */
+int os_write_all(int fd, const void *buf, size_t len);
+
+/* Read up to len bytes at file offset off, retrying short and interrupted
+ * reads until len or EOF: the bytes read, or -1 with errno set. */
+long os_pread(int fd, void *buf, size_t len, uint64_t off);
+
+/* The target of the symbolic link path, NUL-terminated in buf: its length,
+ * or -1 with errno set (ENAMETOOLONG when it does not fit in cap - 1). */
+long os_readlink(const char *path, char *buf, size_t cap);
+
+/* rename(2) and unlink(2): 0, or -1 with errno set. */
+int os_rename(const char *from, const char *to);
+int os_unlink(const char *path);
 
 /* Read a small file (sysfs, /proc) into buf, NUL-terminated, at most cap - 1
  * bytes: its length, or -1. Reads until EOF, so /proc files come whole. */
