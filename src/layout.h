@@ -51,13 +51,14 @@
 
 /*
  * The sparse chunk array: a chunk index splits into an L1 index (top bits)
- * and an L2 index (PA_CHUNK_L2_BITS); one L2 block of 1024 chunks (152 KiB
- * of bitmaps, 4 GiB of heap) is mapped when the heap first grows into it.
+ * and an L2 index (PA_CHUNK_L2_BITS); one L2 block of 256 chunks (38 KiB of
+ * bitmaps, 1 GiB of heap) is mapped when the heap first grows into it.
  * Small blocks keep what a small heap maps small, which matters under an
- * address-space limit; the L1 array over the full window is 512 KiB of
+ * address-space limit (1024 chunks a block, 152 KiB, cost a program filling
+ * 64 MiB one 1 MiB block); the L1 array over the full window is 1 MiB of
  * address space, touched only where the heap is.
  */
-#define PA_CHUNK_L2_BITS 10u
+#define PA_CHUNK_L2_BITS 8u
 #define PA_CHUNK_L2_COUNT (1u << PA_CHUNK_L2_BITS)
 
 /* Smallest address window the tree can cover: one level-0 entry. */

@@ -544,6 +544,7 @@ int pageheap_grow_range_locked(struct pa_pageheap *h, uintptr_t base, size_t npa
 		if (block == NULL)
 			goto nomem;
 		__atomic_store_n(&h->chunks[l1], block, __ATOMIC_RELEASE);
+		h->chunks_l2_blocks++;
 	}
 	/* Fresh memory from the OS is not resident: it starts scavenged. */
 	for (size_t c = sc; c <= ec; c++)
@@ -1145,9 +1146,7 @@ size_t pageheap_metadata_bytes_locked(const struct pa_pageheap *h)
 		}
 		total += cur_to - cur_from;
 	}
-	for (size_t i = 0; i < h->chunks_l1_len; i++)
-		if (h->chunks[i] != NULL)
-			total += PA_CHUNK_L2_COUNT * sizeof(struct pa_chunk);
+	total += h->chunks_l2_blocks * PA_CHUNK_L2_COUNT * sizeof(struct pa_chunk);
 	total += PA_ALIGN_UP(h->chunks_l1_len * sizeof(struct pa_chunk *), os_page_size());
 	return total;
 }

@@ -134,7 +134,9 @@ struct pa_pageheap {
 	size_t sum_reservation_bytes;
 	struct pa_chunk **chunks; /* L1 array of L2 blocks */
 	size_t chunks_l1_len;
-	uintptr_t limit_hint; /* window end: the hint when nothing is free */
+	size_t chunks_l2_blocks; /* L2 blocks mapped (under lock): the stats count
+	                          * them without reading the whole L1 array */
+	uintptr_t limit_hint;    /* window end: the hint when nothing is free */
 
 	/* Protected by lock. */
 	uintptr_t hidden_hint;           /* no free page below this address (pageheap_hint) */
