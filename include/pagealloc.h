@@ -140,6 +140,19 @@ PA_API size_t pa_scavenge(size_t bytes);
  *                     the process exits (default off; jemalloc's key)
  *   stats_file=PATH   where stats_print writes ("%p" becomes the process id;
  *                     default: standard error)
+ *   prof=on|off       sample allocations for heap profiles (default on; see
+ *                     pa_prof_dump; off under valgrind and without thread
+ *                     caches)
+ *   prof_sample=SIZE  mean bytes allocated between two samples (default 512K)
+ *   prof_prefix=PATH  write profiles PATH.PID.SEQ.KIND.pb.gz by themselves:
+ *                     at exit (KIND final), at each new peak of the sampled
+ *                     live heap 10% above the last (peak), every
+ *                     prof_interval bytes (interval), on prof_signal
+ *                     (signal) (default: none; pa_prof_dump still works)
+ *   prof_interval=SIZE  bytes allocated between interval profiles (0: none)
+ *   prof_signal=off|SIGUSR1|SIGUSR2|SIGHUP  a signal that writes a profile
+ *                     (installed only where the program left it at its
+ *                     default; default off)
  * Scavenger keys take effect at once, also after the first allocation.
  */
 PA_API int pa_config_set(const char *key, const char *value);
@@ -243,6 +256,39 @@ PA_API int pa_malloc_stats(struct pa_malloc_stats *out);
  * of pa_malloc_stats and pa_stats, peak and current resident memory and what
  * /proc/self/smaps_rollup says. Allocates nothing. */
 PA_API void pa_malloc_stats_print(int fd);
+
+/* ---- heap profiles ---------------------------------------------------------
+ *
+ * One allocation in about prof_sample bytes (an exponential draw per thread)
+ * is sampled with its stack; the samples, weighted back to what they stand
+ * for, make a heap profile in pprof's format (gzip-compressed profile.proto,
+ * sample types alloc_objects, alloc_space, inuse_objects, inuse_space as Go
+ * writes them). Read it with `go tool pprof BINARY FILE`. See
+ * docs/heap-profiles.md.
+ */
+
+/* Write the heap profile now: to `path`, or with path NULL to
+ * PREFIX.PID.SEQ.dump.pb.gz (prof_prefix; "pagealloc" in the working
+ * directory when it is unset). Written to a temporary name and renamed, so
+ * a file under `path` is whole. 0, or -1 with errno set (and one warning
+ * line). */
+PA_API int pa_prof_dump(const char *path);
+
+/* Turn sampling on (1) or off (0), or just ask (-1): returns whether it was
+ * on. A thread notices within 64 * prof_sample bytes of its allocations. */
+PA_API int pa_prof_active(int on);
+
+struct pa_prof_stats {
+	size_t samples_live;  /* sampled blocks live now */
+	size_t samples_total; /* sampled since the start */
+	size_t sites;         /* distinct stacks seen */
+	size_t meta_bytes;    /* memory the profiler mapped for sites and records */
+	size_t sample_bytes;  /* pages held by live sampled blocks (each has its own) */
+	size_t inuse_bytes;   /* estimated live bytes (the profile's inuse_space) */
+	size_t alloc_bytes;   /* estimated bytes allocated since the start */
+	size_t files_written, write_errors;
+};
+PA_API void pa_prof_stats(struct pa_prof_stats *st);
 
 #ifdef __cplusplus
 }

@@ -162,3 +162,27 @@ void operator delete[](void *p, std::align_val_t, const std::nothrow_t &) noexce
 {
 	pa_free(p);
 }
+
+/* The operators a heap profile's stacks are trimmed at (src/prof.h): a
+ * sample taken inside one of them starts at its caller. One pointer each,
+ * as the section's C readers expect; typed, so the table is constant
+ * (no constructor has to run before the first sample). */
+namespace
+{
+using new_fn = void *(*)(std::size_t);
+using new_nothrow_fn = void *(*)(std::size_t, const std::nothrow_t &) noexcept;
+using new_aligned_fn = void *(*)(std::size_t, std::align_val_t);
+using new_aligned_nothrow_fn = void *(*)(std::size_t, std::align_val_t,
+                                         const std::nothrow_t &) noexcept;
+struct prof_entry_table {
+	new_fn plain, array;
+	new_nothrow_fn plain_nothrow, array_nothrow;
+	new_aligned_fn aligned, array_aligned;
+	new_aligned_nothrow_fn aligned_nothrow, array_aligned_nothrow;
+};
+[[gnu::used, gnu::section("pa_prof_entry")]] constexpr prof_entry_table prof_entries = {
+    &operator new, &operator new[], &operator new, &operator new[],
+    &operator new, &operator new[], &operator new, &operator new[],
+};
+static_assert(sizeof(prof_entry_table) == 8 * sizeof(void (*)()), "one pointer per operator");
+} // namespace

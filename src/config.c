@@ -25,6 +25,8 @@ struct pa_config pa_conf = {
     .thread_cache = 1,
     .scavenge_burst_percent = 10,
     .thread_cache_total = (size_t)16 << 20,
+    .prof = 1,
+    .prof_sample = (size_t)512 << 10,
 };
 
 void (*config_on_change)(void);
@@ -50,6 +52,8 @@ struct conf_key {
 static const char *const cache_modes[] = {"off", "locked", "on", NULL};
 static const char *const on_off[] = {"off", "on", NULL};
 static const char *const release_modes[] = {"dontneed", "free", NULL};
+/* Indexed as prof.c's prof_signals. */
+static const char *const prof_signal_names[] = {"off", "SIGUSR1", "SIGUSR2", "SIGHUP", NULL};
 
 #define KEY(name, type, min, max, names, expect)                                                   \
 	{                                                                                          \
@@ -68,6 +72,11 @@ static const struct conf_key conf_keys[] = {
     KEY(thread_cache_total, CONF_SIZE, 0, 0, NULL, "a size such as 4M"),
     KEY(stats_print, CONF_ENUM, 0, 0, on_off, "on or off"),
     KEY(stats_file, CONF_PATH, 0, 0, NULL, "a file name shorter than 256 bytes"),
+    KEY(prof, CONF_ENUM, 0, 0, on_off, "on or off"),
+    KEY(prof_sample, CONF_SIZE, 1, 0, NULL, "a size of at least 1 such as 512K"),
+    KEY(prof_interval, CONF_SIZE, 0, 0, NULL, "a size such as 1G, or 0 for none"),
+    KEY(prof_signal, CONF_ENUM, 0, 0, prof_signal_names, "off, SIGUSR1, SIGUSR2 or SIGHUP"),
+    KEY(prof_prefix, CONF_PATH, 0, 0, NULL, "a file name shorter than 256 bytes"),
 };
 #undef KEY
 

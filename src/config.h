@@ -17,23 +17,29 @@
 #define PA_CONF_PATH_MAX 256
 
 struct pa_config {
-	size_t arena_size;                 /* address space reserved per heap growth */
-	size_t percpu_cache;               /* enum pa_cache_mode wanted: off, locked, on (rseq) */
-	size_t scavenger;                  /* 0 off, 1 on: the background scavenger thread */
-	size_t scavenge_percent;           /* its CPU share, 1..100 (% of one core) */
-	size_t release;                    /* 0 MADV_DONTNEED, 1 MADV_FREE */
-	size_t memory_limit;               /* bytes, 0: none */
-	size_t scavenge_delay_ms;          /* free this long before background release */
-	size_t thread_cache;               /* 1: per-thread object caches; 0: every malloc/free
-	                                    * goes to the central lists (read by each thread's
-	                                    * first slow path) */
-	size_t scavenge_burst_percent;     /* the scavenger's share while the heap shrinks */
-	size_t thread_cache_total;         /* bytes all thread caches may hold together: each
-	                                    * cache's allowance is this less the others' claims,
-	                                    * at least half this over the number of caches
-	                                    * (tcache.h) */
-	size_t stats_print;                /* 1: print the heap's story at exit (stats_print.c) */
-	char stats_file[PA_CONF_PATH_MAX]; /* where: a path ("%p" becomes the pid); "": stderr */
+	size_t arena_size;                  /* address space reserved per heap growth */
+	size_t percpu_cache;                /* enum pa_cache_mode wanted: off, locked, on (rseq) */
+	size_t scavenger;                   /* 0 off, 1 on: the background scavenger thread */
+	size_t scavenge_percent;            /* its CPU share, 1..100 (% of one core) */
+	size_t release;                     /* 0 MADV_DONTNEED, 1 MADV_FREE */
+	size_t memory_limit;                /* bytes, 0: none */
+	size_t scavenge_delay_ms;           /* free this long before background release */
+	size_t thread_cache;                /* 1: per-thread object caches; 0: every malloc/free
+	                                     * goes to the central lists (read by each thread's
+	                                     * first slow path) */
+	size_t scavenge_burst_percent;      /* the scavenger's share while the heap shrinks */
+	size_t thread_cache_total;          /* bytes all thread caches may hold together: each
+	                                     * cache's allowance is this less the others' claims,
+	                                     * at least half this over the number of caches
+	                                     * (tcache.h) */
+	size_t stats_print;                 /* 1: print the heap's story at exit (stats_print.c) */
+	char stats_file[PA_CONF_PATH_MAX];  /* where: a path ("%p" becomes the pid); "": stderr */
+	size_t prof;                        /* 1: sample allocations for heap profiles (prof.h) */
+	size_t prof_sample;                 /* mean bytes between samples */
+	size_t prof_interval;               /* bytes allocated between interval profiles; 0: none */
+	size_t prof_signal;                 /* 0 none, 1 SIGUSR1, 2 SIGUSR2, 3 SIGHUP: write one */
+	char prof_prefix[PA_CONF_PATH_MAX]; /* files PREFIX.PID.SEQ.KIND.pb.gz; "": none written
+	                                     * but pa_prof_dump's */
 };
 
 /* Called after pa_config_set / pa_config changed a key (set by pages.c so a

@@ -32,6 +32,7 @@
 #include "pagealloc.h"
 #include "pagemap.h"
 #include "pages.h"
+#include "prof.h"
 #include "span.h"
 #include "sweep.h"
 #include "tcache.h"
@@ -43,6 +44,7 @@ static int malloc_ready_flag; /* 1 once malloc_init_locked ran (pages_once) */
 
 static void fork_prepare(void)
 {
+	prof_fork(PA_FORK_PREPARE);
 	sweep_fork(PA_FORK_PREPARE);
 	central_lock_all();
 	large_fork(PA_FORK_PREPARE);
@@ -57,6 +59,7 @@ static void fork_parent(void)
 	large_fork(PA_FORK_PARENT);
 	central_unlock_all();
 	sweep_fork(PA_FORK_PARENT);
+	prof_fork(PA_FORK_PARENT);
 }
 
 static void fork_child(void)
@@ -66,6 +69,7 @@ static void fork_child(void)
 	central_reset_locks();
 	large_fork(PA_FORK_CHILD);
 	sweep_fork(PA_FORK_CHILD);
+	prof_fork(PA_FORK_CHILD);
 }
 
 /* The scavenger's hook (pages_set_sweep), with the calling thread's large
@@ -73,6 +77,7 @@ static void fork_child(void)
 static size_t malloc_background(uint32_t now, uint32_t min_age, int heap_busy)
 {
 	struct pa_tcache *tc = tcache_real();
+	prof_background();
 	return sweep_background(now, min_age, heap_busy, tcache_large(tc), tcache_spares(tc));
 }
 
@@ -85,6 +90,7 @@ static int malloc_init_locked(void)
 	vg_on = vg_memcheck_running();
 	pages_set_fork_hooks(fork_prepare, fork_parent, fork_child);
 	pages_set_sweep(malloc_background);
+	prof_init();
 	return 0;
 }
 
@@ -103,6 +109,58 @@ static inline int malloc_ready(void)
 /* ---- large objects (large.h) ---------------------------------------------- */
 
 static void *alloc_large_slow(size_t n, size_t align, int zero);
+static void *alloc_large(size_t n, size_t align, int zero);
+
+/* ---- heap-profile samples (prof.h) ----------------------------------------- */
+
+static void *small_alloc_slow(unsigned cls, size_t n);
+static void *aligned_alloc_pow2(size_t align, size_t n);
+
+/* The functions a sample's stack is trimmed at (prof.h): the entry points
+ * and what they may jump to in a tail call (their own frame then gone).
+ * Each compilation of this file (pa_ names, and the C library's in the
+ * preload) lists its own. */
+static const prof_entry_fn prof_entries[] __attribute__((used, section("pa_prof_entry"))) = {
+    (prof_entry_fn)pa_malloc,         (prof_entry_fn)pa_calloc,   (prof_entry_fn)pa_realloc,
+    (prof_entry_fn)pa_reallocarray,   (prof_entry_fn)pa_memalign, (prof_entry_fn)pa_aligned_alloc,
+    (prof_entry_fn)pa_posix_memalign, (prof_entry_fn)pa_valloc,   (prof_entry_fn)pa_pvalloc,
+    (prof_entry_fn)small_alloc_slow,  (prof_entry_fn)alloc_large, (prof_entry_fn)aligned_alloc_pow2,
+};
+
+/* Block p (large span s) is sampled for n requested bytes, usable bytes: its
+ * record goes into s. 0, or -1 when the profiler did not take it. */
+static int sample_attach(struct pa_tcache *tc, struct pa_span *s, size_t n, size_t usable)
+{
+	struct prof_sample *r = prof_record(&tc->prof, n, usable, s->npages * PA_PAGE_SIZE);
+	if (r == NULL)
+		return -1;
+	span_set_sample(s, r);
+	return 0;
+}
+
+/* Large block p of n bytes took the thread's count below zero: draw the next
+ * and sample p. Returns p. */
+static void *__attribute__((noinline)) large_sampled(struct pa_tcache *tc, void *p, size_t n)
+{
+	tc->sample_left = prof_next_count(&tc->prof);
+	struct pa_span *s = pagemap_lookup((uintptr_t)p);
+	if (prof_active())
+		sample_attach(tc, s, n, s->npages * PA_PAGE_SIZE);
+	return p;
+}
+
+/* Count large block p of n bytes against the calling thread's sampler (a
+ * thread without a cache samples nothing). The call is kept a call, not a
+ * jump, so its caller's frame stays on the stack for the trimming. */
+static inline void *large_count_sample(void *p, size_t n)
+{
+	struct pa_tcache *tc = tcache_real();
+	if (p != NULL && tc != NULL && __builtin_expect((tc->sample_left -= (int64_t)n) < 0, 0)) {
+		p = large_sampled(tc, p, n);
+		__asm__ volatile("" ::: "memory");
+	}
+	return p;
+}
 
 /* A large block of n bytes at an `align`-aligned address (a power of two);
  * with zero, the first n bytes read as zero. */
@@ -112,9 +170,9 @@ static void *__attribute__((noinline)) alloc_large(size_t n, size_t align, int z
 		/* The newest large slot, same size: no errno, no search. */
 		void *p = large_take_newest(&tcache_self->large, n, zero);
 		if (p != NULL)
-			return p;
+			return large_count_sample(p, n);
 	}
-	return alloc_large_slow(n, align, zero);
+	return large_count_sample(alloc_large_slow(n, align, zero), n);
 }
 
 static void *__attribute__((noinline)) alloc_large_slow(size_t n, size_t align, int zero)
@@ -183,10 +241,15 @@ static inline size_t span_usable_of(const struct pa_span *s, const void *p)
 		if (s->vg_sizes != NULL)
 			return s->vg_sizes[i];
 	}
-	return s->cls != 0 ? span_size(s) : s->npages * PA_PAGE_SIZE;
+	if (s->cls != 0)
+		return span_size(s);
+	struct prof_sample *r = span_sample(s);
+	return r != NULL ? prof_sample_usable(r) : s->npages * PA_PAGE_SIZE;
 }
 
 /* ---- small objects ------------------------------------------------------- */
+
+static void *small_sampled(struct pa_tcache *tc, unsigned cls, size_t n, void *o);
 
 static void *__attribute__((noinline)) small_alloc_slow(unsigned cls, size_t n)
 {
@@ -206,11 +269,18 @@ static void *__attribute__((noinline)) small_alloc_slow(unsigned cls, size_t n)
 		VALGRIND_MAKE_MEM_NOACCESS(p, pa_sizeclasses[cls].size);
 		vg_block_live(p, n, 0);
 		vg_note_size(p, n);
+		return p; /* no thread cache under memcheck: nothing sampled */
+	}
+	struct pa_tcache *tc = tcache_real();
+	if (tc != NULL && __builtin_expect((tc->sample_left -= (int64_t)n) < 0, 0)) {
+		p = small_sampled(tc, cls, n, p);
+		__asm__ volatile("" ::: "memory");
 	}
 	return p;
 }
 
-/* Object of class cls for a request of n bytes (n: for valgrind only). */
+/* Object of class cls for a request of n bytes (n: for the sampler and
+ * valgrind). */
 static inline void *small_alloc(unsigned cls, size_t n)
 {
 	struct pa_tcache *tc = tcache_self;
@@ -230,6 +300,14 @@ static inline void *small_alloc(unsigned cls, size_t n)
 		uint32_t *room = &tc->room[cls];
 		__atomic_store_n(room, *room + 1, __ATOMIC_RELAXED);
 		o[1] = NULL; /* the free-key: this block is live now */
+		/* The heap profile's count (prof.h): a subtraction from memory
+		 * and a branch. The call below stays a call (the asm), so the
+		 * entry point's frame stays on the stack for the trimming. */
+		if (__builtin_expect((tc->sample_left -= (int64_t)n) < 0, 0)) {
+			void *q = small_sampled(tc, cls, n, o);
+			__asm__ volatile("" ::: "memory");
+			return q;
+		}
 		return o;
 	}
 	return small_alloc_slow(cls, n);
@@ -256,11 +334,39 @@ static void __attribute__((noinline)) free_rest_of(struct pa_span *s, void *p)
 		VALGRIND_FREELIKE_BLOCK(p, 0);
 }
 
+/* pa_free of live sampled block p (its large span s, record r): the
+ * profile forgets it, and its pages go back to the heap (a sampled small
+ * block's page would only crowd the large slots). */
+static void __attribute__((noinline))
+free_sampled(struct pa_span *s, void *p, struct prof_sample *r)
+{
+	int saved = errno;
+	span_set_sample(s, NULL);
+	size_t usable = prof_sample_usable(r);
+	prof_unrecord(r);
+	if (usable <= PA_SC_MAX_SMALL) {
+		struct pa_tcache *tc = tcache_real();
+		large_release(s, tcache_large(tc), tcache_spares(tc));
+	} else {
+		free_large(s);
+	}
+	errno = saved;
+	pages_background(); /* no allocator lock is held here */
+	(void)p;
+}
+
 static void __attribute__((noinline)) free_slow(struct pa_span *s, void *p)
 {
-	/* A large block into a free slot of this thread's cache: no frame. */
-	if (s->cls == 0 && span_bit(s, 0) && large_put_room(tcache_large(tcache_real()), s))
-		return;
+	if (s->cls == 0 && span_bit(s, 0)) {
+		struct prof_sample *r = span_sample(s);
+		if (r != NULL) {
+			free_sampled(s, p, r);
+			return;
+		}
+		/* A large block into a free slot of this thread's cache: no frame. */
+		if (large_put_room(tcache_large(tcache_real()), s))
+			return;
+	}
 	free_rest_of(s, p);
 }
 
@@ -353,6 +459,29 @@ static inline void free_block_as(struct pa_span *s, void *p, size_t size, const 
 static inline void free_block(struct pa_span *s, void *p)
 {
 	free_block_as(s, p, 0, NULL);
+}
+
+/* Small block o of class cls, for n bytes, took the thread's count below
+ * zero: draw the next, and hand out instead a sampled block with a page of
+ * its own (prof.h), o going back to the list. Without the profiler (off,
+ * or busy in this thread) o itself. */
+static void *__attribute__((noinline))
+small_sampled(struct pa_tcache *tc, unsigned cls, size_t n, void *o)
+{
+	tc->sample_left = prof_next_count(&tc->prof);
+	size_t usable = pa_sizeclasses[cls].size;
+	if (!prof_active() || tc->prof.busy)
+		return o;
+	void *p = large_alloc(usable, PA_PAGE_SIZE, 0, &tc->large, &tc->spares);
+	if (p == NULL)
+		return o;
+	struct pa_span *s = pagemap_lookup((uintptr_t)p);
+	if (sample_attach(tc, s, n, usable) != 0) {
+		large_release(s, &tc->large, &tc->spares);
+		return o;
+	}
+	free_block(pagemap_lookup((uintptr_t)o), o);
+	return p;
 }
 
 /* ---- the API ------------------------------------------------------------- */
@@ -537,8 +666,9 @@ void *pa_realloc(void *p, size_t n)
 	struct pa_span *s = block_span("realloc", p);
 	if (vg_active())
 		goto move; /* memcheck knows the block by its requested size */
-	if (s->cls != 0 ? fits_in_place(s, n) : large_resize(s, n, tcache_large(tcache_real())))
-		return p;
+	if (s->cls != 0 ? fits_in_place(s, n)
+	                : span_sample(s) == NULL && large_resize(s, n, tcache_large(tcache_real())))
+		return p; /* (a sampled block moves: its sample is of the old size) */
 move:;
 	void *q = pa_malloc(n);
 	if (q == NULL)

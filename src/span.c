@@ -114,6 +114,8 @@ int span_init_small(struct pa_span *s, unsigned cls, uintptr_t base)
 	s->next = NULL;
 	s->prevnext = NULL;
 	memset(s->alloc, 0, span_alloc_words(cls) * sizeof(s->alloc[0]));
+	if (cls == 0)
+		s->alloc[1] = 0; /* span_sample: none */
 	return pagemap_set(base, s->npages, s);
 }
 

@@ -175,6 +175,21 @@ static inline unsigned span_index(const struct pa_span *s, uintptr_t p, int *exa
 	return (unsigned)(x >> 32);
 }
 
+/* A large span's second bitmap word (a short record has two; its one
+ * object uses the first): the heap profile's record of the sampled block it
+ * holds (prof.h), NULL when its block was not sampled. Written by the thread
+ * that allocates or frees the block. */
+struct prof_sample;
+static inline struct prof_sample *span_sample(const struct pa_span *s)
+{
+	return (struct prof_sample *)(uintptr_t)s->alloc[1];
+}
+
+static inline void span_set_sample(struct pa_span *s, struct prof_sample *r)
+{
+	s->alloc[1] = (uintptr_t)r;
+}
+
 static inline int span_bit(const struct pa_span *s, unsigned i)
 {
 	return (int)((__atomic_load_n(&s->alloc[i / 64], __ATOMIC_RELAXED) >> (i % 64)) & 1);

@@ -77,6 +77,9 @@ static struct pa_tcache *tcache_build(void)
 		return NULL;
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
 		tcache_list_set(tc, cls, 0, 1);
+	tc->prof.rng = 0;
+	tc->prof.busy = 0;
+	tc->sample_left = prof_next_count(&tc->prof);
 	claim_note(tc, 0);
 	lock_acquire(&registry_lock);
 	tc->next = registry;

@@ -47,6 +47,7 @@
 
 #include "central.h"
 #include "large.h"
+#include "prof.h"
 #include "sizeclass_table.h"
 #include "span.h"
 
@@ -94,6 +95,11 @@ struct pa_tcache {
 	uint32_t room[PA_SC_NUM_CLASSES]; /* first: gcc then stores it without an add */
 	void *head[PA_SC_NUM_CLASSES];
 	uint32_t max[PA_SC_NUM_CLASSES];
+	/* Bytes this thread may still allocate before its next heap-profile
+	 * sample (prof.h): every malloc subtracts its size, the one that
+	 * takes it below 0 is sampled and draws it again. */
+	int64_t sample_left;
+	struct prof_thread prof;         /* the thread's sampler */
 	struct pa_large_slots large;     /* large objects freed by this thread (large.h),
 	                                  * handed to large.c's functions */
 	uint32_t slow;                   /* slow paths taken: the budget is checked every 8th */

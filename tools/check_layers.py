@@ -57,6 +57,10 @@ LAYERS = [
     ("page heap", ["pageheap"]),
     ("chunks", ["chunk"]),
     ("summaries", ["summary"]),
+    # Heap profiles: the sampler and its sites (called by the malloc layer and
+    # the thread caches), and their encoding in pprof's format.
+    ("profiles", ["prof"]),
+    ("profile files", ["profwrite"]),
     # Configuration, one-line messages, locks: used at every level above.
     ("services", ["config", "msg", "lock"]),
     # The only module that makes system calls.
