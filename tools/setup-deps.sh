@@ -5,10 +5,12 @@ set -euo pipefail
 
 # The build and the cmocka tests; clang with libFuzzer for the fuzz targets
 # (tools/fuzz.sh); then the real programs the preload matrix runs
-# (tests/preload/matrix.sh: each test skips when its program is missing).
+# (tests/preload/matrix.sh: each test skips when its program is missing);
+# Go's pprof (golang-go) and binutils (its symbolizer, and addr2line for
+# tools/heapprof.py), which read the heap profiles back in the tests.
 packages=(build-essential cmake pkg-config libcmocka-dev libbenchmark-dev libnuma-dev valgrind
 	clang-format clang libclang-rt-14-dev libc6-dev python3 perl sqlite3 git xz-utils bzip2 gzip
-	tar mawk findutils grep sed diffutils coreutils make time)
+	tar mawk findutils grep sed diffutils coreutils make time golang-go binutils)
 
 missing=()
 for p in "${packages[@]}"; do
