@@ -279,13 +279,15 @@ PA_API int pa_prof_dump(const char *path);
 PA_API int pa_prof_active(int on);
 
 struct pa_prof_stats {
-	size_t samples_live;  /* sampled blocks live now */
-	size_t samples_total; /* sampled since the start */
-	size_t sites;         /* distinct stacks seen */
-	size_t meta_bytes;    /* memory the profiler mapped for sites and records */
-	size_t sample_bytes;  /* pages held by live sampled blocks (each has its own) */
-	size_t inuse_bytes;   /* estimated live bytes (the profile's inuse_space) */
-	size_t alloc_bytes;   /* estimated bytes allocated since the start */
+	size_t samples_live;    /* sampled blocks live now */
+	size_t samples_total;   /* sampled since the start */
+	size_t sites;           /* distinct stacks seen */
+	size_t meta_bytes;      /* memory the profiler mapped for sites and records */
+	size_t sample_bytes;    /* pages held by live sampled blocks (each has its own) */
+	size_t sample_overhead; /* of them, beyond the blocks' usable sizes: what
+	                         * sampling costs in memory (a small block's page) */
+	size_t inuse_bytes;     /* estimated live bytes (the profile's inuse_space) */
+	size_t alloc_bytes;     /* estimated bytes allocated since the start */
 	size_t files_written, write_errors;
 };
 PA_API void pa_prof_stats(struct pa_prof_stats *st);

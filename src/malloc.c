@@ -149,13 +149,16 @@ static void *__attribute__((noinline)) large_sampled(struct pa_tcache *tc, void 
 	return p;
 }
 
-/* Count large block p of n bytes against the calling thread's sampler (a
- * thread without a cache samples nothing). The call is kept a call, not a
- * jump, so its caller's frame stays on the stack for the trimming. */
+/* Count large block p of n bytes against the calling thread's sampler,
+ * building the thread's cache if it has none yet (a thread whose first
+ * blocks are large has none: without one they would go unsampled). The
+ * call is kept a call, not a jump, so its caller's frame stays on the
+ * stack for the trimming. */
 static inline void *large_count_sample(void *p, size_t n)
 {
-	struct pa_tcache *tc = tcache_real();
-	if (p != NULL && tc != NULL && __builtin_expect((tc->sample_left -= (int64_t)n) < 0, 0)) {
+	struct pa_tcache *tc;
+	if (p != NULL && (tc = tcache_get()) != NULL &&
+	    __builtin_expect((tc->sample_left -= (int64_t)n) < 0, 0)) {
 		p = large_sampled(tc, p, n);
 		__asm__ volatile("" ::: "memory");
 	}
@@ -710,4 +713,39 @@ int pa_malloc_trim(size_t pad)
 	if (free_resident <= pad)
 		return swept > 0;
 	return (pa_scavenge(pad == 0 ? 0 : free_resident - pad) | swept) > 0;
+}
+
+/* ---- heap profiles (prof.h): after the heap's set-up, which reads
+ * PAGEALLOC_CONF and starts the profile's clock ---------------------------- */
+
+int pa_prof_dump(const char *path)
+{
+	if (malloc_ready() != 0) {
+		errno = ENOMEM;
+		return -1;
+	}
+	return prof_dump(path);
+}
+
+int pa_prof_active(int on)
+{
+	malloc_ready();
+	return prof_set_active(on);
+}
+
+void pa_prof_stats(struct pa_prof_stats *st)
+{
+	struct prof_totals t;
+	malloc_ready();
+	prof_totals(&t);
+	st->samples_live = t.samples_live;
+	st->samples_total = t.samples_total;
+	st->sites = t.sites;
+	st->meta_bytes = t.meta_bytes;
+	st->sample_bytes = t.sample_pages;
+	st->sample_overhead = t.sample_extra;
+	st->inuse_bytes = t.inuse_bytes > 0 ? (size_t)(t.inuse_bytes + 0.5) : 0;
+	st->alloc_bytes = t.alloc_bytes > 0 ? (size_t)(t.alloc_bytes + 0.5) : 0;
+	st->files_written = t.files_written;
+	st->write_errors = t.write_errors;
 }

@@ -8,13 +8,13 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unwind.h>
 
 #include "config.h"
 #include "msg.h"
 #include "os.h"
 #include "pagealloc.h"
 #include "profwrite.h"
+#include "stack.h"
 #include "vg.h"
 
 /* ---- numbers --------------------------------------------------------------- */
@@ -68,9 +68,13 @@ static double prof_one_minus_exp_neg(double x)
 
 /* ---- state ----------------------------------------------------------------- */
 
-#define PROF_TABLE_BITS 12u
+#define PROF_TABLE_BITS 11u
 #define PROF_TABLE_SIZE ((size_t)1 << PROF_TABLE_BITS)
-#define PROF_BLOCK ((size_t)64 << 10) /* buckets and records are carved from these */
+/* Buckets and records are carved from blocks of 16 KiB, then twice as
+ * large each time up to 256 KiB: what a program that samples little maps
+ * stays small (under ulimit -v every mapping counts). */
+#define PROF_BLOCK_FIRST ((size_t)16 << 10)
+#define PROF_BLOCK_MAX ((size_t)256 << 10)
 /* Frames captured before trimming: the allocator's own are at most a
  * handful (the sampler, malloc's slow path, an entry point or two). */
 #define PROF_CAPTURE (PROF_MAX_DEPTH + 16u)
@@ -100,7 +104,7 @@ static pa_lock prof_lock = PA_LOCK_INIT;
 static struct prof_bucket **table; /* PROF_TABLE_SIZE chains, mapped at first use */
 static char *carve_at, *carve_end; /* the current block */
 static struct prof_sample *free_samples;
-static size_t meta_bytes, nsites, samples_live, samples_total, held_bytes;
+static size_t meta_bytes, nsites, samples_live, samples_total, held_bytes, extra_bytes;
 static double inuse_bytes, alloc_bytes;
 static double peak_written;  /* live estimate at the last peak profile */
 static double interval_next; /* allocated estimate at which the next interval one is due */
@@ -148,7 +152,10 @@ static void *carve(size_t bytes)
 {
 	bytes = (bytes + 15) & ~(size_t)15;
 	if (carve_at == NULL || (size_t)(carve_end - carve_at) < bytes) {
-		size_t len = bytes > PROF_BLOCK ? bytes : PROF_BLOCK;
+		static size_t block = PROF_BLOCK_FIRST;
+		size_t len = bytes > block ? bytes : block;
+		if (block < PROF_BLOCK_MAX)
+			block *= 2;
 		char *b = os_alloc(len);
 		if (b == NULL)
 			return NULL;
@@ -168,51 +175,36 @@ static void *carve(size_t bytes)
 extern const prof_entry_fn __start_pa_prof_entry[] __attribute__((weak, visibility("hidden")));
 extern const prof_entry_fn __stop_pa_prof_entry[] __attribute__((weak, visibility("hidden")));
 
+/* The lowest and highest of them (prof_init): the program's frames, outside
+ * the allocator's code, are told apart in two compares. */
+static uintptr_t entry_lo = UINTPTR_MAX, entry_hi;
+
 static int is_entry(uintptr_t fn)
 {
+	if (fn < entry_lo || fn > entry_hi)
+		return 0;
 	for (const prof_entry_fn *e = __start_pa_prof_entry; e < __stop_pa_prof_entry; e++)
 		if ((uintptr_t)*e == fn)
 			return 1;
 	return 0;
 }
 
-struct capture {
-	unsigned n;
-	uintptr_t pc[PROF_CAPTURE];
-	uintptr_t fn[PROF_CAPTURE];
-};
-
-static _Unwind_Reason_Code capture_frame(struct _Unwind_Context *ctx, void *arg)
-{
-	struct capture *c = arg;
-	int before = 0;
-	uintptr_t ip = _Unwind_GetIPInfo(ctx, &before);
-	if (ip == 0)
-		return _URC_END_OF_STACK;
-	/* A caller's frame holds its return address: one back is inside its
-	 * call instruction, on the line of the call. */
-	c->pc[c->n] = before ? ip : ip - 1;
-	c->fn[c->n] = _Unwind_GetRegionStart(ctx);
-	return ++c->n == PROF_CAPTURE ? _URC_END_OF_STACK : _URC_NO_REASON;
-}
-
 /* The calling program's stack, the allocator's frames trimmed, into
  * pc[PROF_MAX_DEPTH]; returns its depth. */
 static unsigned capture_stack(uintptr_t *pc)
 {
-	struct capture c;
-	c.n = 0;
-	_Unwind_Backtrace(capture_frame, &c);
+	uintptr_t raw[PROF_CAPTURE], fn[PROF_CAPTURE];
+	unsigned n = stack_capture(raw, fn, PROF_CAPTURE);
 	/* The allocator's last frame near the top: the program's own frames
 	 * are all after it. */
 	unsigned first = 0;
-	for (unsigned i = 0; i < c.n && i < PROF_TRIM_SCAN; i++)
-		if (is_entry(c.fn[i]))
+	for (unsigned i = 0; i < n && i < PROF_TRIM_SCAN; i++)
+		if (is_entry(fn[i]))
 			first = i + 1;
-	unsigned depth = c.n - first;
+	unsigned depth = n - first;
 	if (depth > PROF_MAX_DEPTH)
 		depth = PROF_MAX_DEPTH;
-	memcpy(pc, c.pc + first, depth * sizeof(pc[0]));
+	memcpy(pc, raw + first, depth * sizeof(pc[0]));
 	return depth;
 }
 
@@ -409,6 +401,7 @@ struct prof_sample *prof_record(struct prof_thread *pt, size_t n, size_t usable,
 		samples_live++;
 		samples_total++;
 		held_bytes += held;
+		extra_bytes += held - usable;
 		inuse_bytes += bytes;
 		alloc_bytes += bytes;
 		double peak_min = 32.0 * (double)mean;
@@ -417,6 +410,8 @@ struct prof_sample *prof_record(struct prof_thread *pt, size_t n, size_t usable,
 			__atomic_store_n(&want_peak, 1, __ATOMIC_RELAXED);
 		}
 		size_t interval = pa_conf.prof_interval;
+		if (interval != 0 && interval_next == 0)
+			interval_next = (double)interval; /* the first is due after one interval */
 		if (interval != 0 && alloc_bytes >= interval_next) {
 			while (interval_next <= alloc_bytes)
 				interval_next += (double)interval;
@@ -441,6 +436,7 @@ void prof_unrecord(struct prof_sample *r)
 	inuse_bytes -= r->weight * (double)r->size;
 	samples_live--;
 	held_bytes -= r->held;
+	extra_bytes -= r->held - r->usable;
 	r->bucket = NULL;
 	r->next_free = free_samples;
 	free_samples = r;
@@ -460,6 +456,7 @@ void prof_totals(struct prof_totals *t)
 	t->sites = nsites;
 	t->meta_bytes = meta_bytes;
 	t->sample_pages = held_bytes;
+	t->sample_extra = extra_bytes;
 	t->inuse_bytes = inuse_bytes;
 	t->alloc_bytes = alloc_bytes;
 	lock_release(&prof_lock);
@@ -472,6 +469,13 @@ void prof_totals(struct prof_totals *t)
 void prof_init(void)
 {
 	start_ns = os_realtime_ns();
+	for (const prof_entry_fn *e = __start_pa_prof_entry; e < __stop_pa_prof_entry; e++) {
+		uintptr_t fn = (uintptr_t)*e;
+		if (fn < entry_lo)
+			entry_lo = fn;
+		if (fn > entry_hi)
+			entry_hi = fn;
+	}
 	unsigned sig = (unsigned)pa_conf.prof_signal;
 	if (sig != 0 && sig < sizeof(prof_signals) / sizeof(prof_signals[0]))
 		os_signal_catch_if_default(prof_signals[sig], on_prof_signal);
@@ -500,27 +504,12 @@ __attribute__((destructor)) static void prof_fini(void)
 	write_profile(KIND_FINAL, NULL);
 }
 
-int pa_prof_dump(const char *path)
+int prof_dump(const char *path)
 {
 	return write_profile(KIND_DUMP, path);
 }
 
-void pa_prof_stats(struct pa_prof_stats *st)
-{
-	struct prof_totals t;
-	prof_totals(&t);
-	st->samples_live = t.samples_live;
-	st->samples_total = t.samples_total;
-	st->sites = t.sites;
-	st->meta_bytes = t.meta_bytes;
-	st->sample_bytes = t.sample_pages;
-	st->inuse_bytes = t.inuse_bytes > 0 ? (size_t)(t.inuse_bytes + 0.5) : 0;
-	st->alloc_bytes = (size_t)(t.alloc_bytes + 0.5);
-	st->files_written = t.files_written;
-	st->write_errors = t.write_errors;
-}
-
-int pa_prof_active(int on)
+int prof_set_active(int on)
 {
 	int was = (int)__atomic_load_n(&pa_conf.prof, __ATOMIC_RELAXED);
 	if (on >= 0)

@@ -23,7 +23,7 @@
  * class's (malloc_usable_size answers as for any block of that size).
  *
  * Sites. A sample's stack (up to PROF_MAX_DEPTH frames, from the unwind
- * tables: _Unwind_Backtrace, so code built without frame pointers works)
+ * tables, so code built without frame pointers works: stack.h)
  * is trimmed of the allocator's frames: everything up to the last frame,
  * among the first PROF_TRIM_SCAN, of an allocator function listed in the
  * section pa_prof_entry (pa_malloc, malloc, operator new..., and what they
@@ -40,9 +40,8 @@
  * (dump, or the path the caller names).
  *
  * Nothing here calls malloc: records and buckets come from os_alloc'd
- * blocks. Stack capture holds no lock of the allocator (the unwinder may
- * take the loader's), and a thread that is already inside the profiler
- * (a malloc from the unwinder) is not sampled again.
+ * blocks. Stack capture takes no lock at all (stack.h), and a thread that
+ * is already inside the profiler is not sampled again.
  *
  * Locking: one lock (prof_lock) for the buckets, the records and the
  * totals; samples are rare (one per prof_sample bytes), so it is not hot.
@@ -101,13 +100,18 @@ struct prof_totals {
 	size_t samples_total; /* sampled since start */
 	size_t sites;         /* distinct stacks */
 	size_t meta_bytes;    /* memory the profiler mapped for its records */
-	size_t sample_pages;  /* bytes of the pages sampled small blocks hold */
+	size_t sample_pages;  /* bytes of the spans live sampled blocks hold */
+	size_t sample_extra;  /* of them, beyond the blocks' usable sizes */
 	double inuse_bytes;   /* estimated live bytes */
 	double alloc_bytes;   /* estimated allocated bytes since start */
 	size_t files_written;
 	size_t write_errors;
 };
 void prof_totals(struct prof_totals *t);
+
+/* pa_prof_dump and pa_prof_active (malloc.c's, after the heap's set-up). */
+int prof_dump(const char *path);
+int prof_set_active(int on);
 
 /* Called by malloc init (config read: prof_signal's handler). */
 void prof_init(void);

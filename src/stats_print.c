@@ -349,6 +349,47 @@ static void print_metadata(struct out *o, const struct pa_stats *s)
 	out_str(o, " mapped\n");
 }
 
+/* The heap profiler (prof.h): what it sampled, what it estimates, and what
+ * it costs in memory. */
+static void print_profile(struct out *o)
+{
+	struct pa_prof_stats p;
+	pa_prof_stats(&p);
+	out_str(o, "heap profile");
+	out_pad(o, VALUE_COL);
+	out_str(o, pa_prof_active(-1) ? "on" : "off");
+	out_str(o, ", a sample per ");
+	out_mib(o, __atomic_load_n(&pa_conf.prof_sample, __ATOMIC_RELAXED));
+	out_str(o, " allocated (prof_sample)\n");
+	if (p.samples_total == 0)
+		return;
+	out_row(o, "samples");
+	out_uint(o, p.samples_live);
+	out_str(o, " live of ");
+	out_uint(o, p.samples_total);
+	out_str(o, " taken, from ");
+	out_uint(o, p.sites);
+	out_str(o, " sites (distinct stacks)\n");
+	out_row(o, "estimated");
+	out_str(o, "live ");
+	out_mib(o, p.inuse_bytes);
+	out_str(o, ", allocated ");
+	out_mib(o, p.alloc_bytes);
+	out_str(o, " since the start\n");
+	out_row(o, "its memory");
+	out_mib(o, p.meta_bytes);
+	out_str(o, " for sites and records (outside heap_sys); ");
+	out_mib(o, p.sample_overhead);
+	out_str(o, " in the pages of live sampled small blocks beyond their sizes\n");
+	if (p.files_written + p.write_errors != 0) {
+		out_row(o, "files");
+		out_uint(o, p.files_written);
+		out_str(o, " written, ");
+		out_uint(o, p.write_errors);
+		out_str(o, " failed\n");
+	}
+}
+
 static void print_pages(struct out *o, const struct pa_stats *s, uint64_t lifetime_ns)
 {
 	out_str(o, "per-CPU page caches (");
@@ -517,6 +558,7 @@ static void report(int fd, enum when when, int sig)
 		print_heap(&o, &ms);
 		print_pages(&o, &s, f.lifetime_ns);
 		print_metadata(&o, &s);
+		print_profile(&o);
 		print_rss_vs_heap(&o, f.rss, ms.heap_usage);
 		print_top_classes(&o, &ms);
 	}

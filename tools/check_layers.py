@@ -60,7 +60,7 @@ LAYERS = [
     # Heap profiles: the sampler and its sites (called by the malloc layer and
     # the thread caches), and their encoding in pprof's format.
     ("profiles", ["prof"]),
-    ("profile files", ["profwrite"]),
+    ("profile files, stacks", ["profwrite", "stack"]),
     # Configuration, one-line messages, locks: used at every level above.
     ("services", ["config", "msg", "lock"]),
     # The only module that makes system calls.

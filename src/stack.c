@@ -1,0 +1,541 @@
+/*
+ * stack.c — stack capture from .eh_frame, with a cache of rules per return
+ * address (stack.h for the design).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "stack.h"
+
+#include <dlfcn.h>
+#include <string.h>
+
+#include "os.h"
+
+/* DWARF register numbers on x86-64. */
+#define DW_RBP 6u
+#define DW_RSP 7u
+#define DW_RA 16u
+
+/* How a frame finds its caller's: CFA = (rbp or rsp) + cfa_off; the return
+ * address at CFA - 8; the caller's rbp at CFA + rbp_off, or unchanged when
+ * rbp_off is 0. fn: the function's first address. */
+struct rule {
+	int cfa_rbp;
+	int64_t cfa_off;
+	int64_t rbp_off;
+	uintptr_t fn;
+};
+
+/* ---- the cache --------------------------------------------------------------
+ *
+ * STACK_CACHE_SIZE entries indexed by a hash of the address, each under a
+ * sequence count (a seqlock: odd while written; a reader that sees it move
+ * or odd misses). Every field is read and written atomically. Mapped at
+ * the first capture (16 KiB).
+ */
+#define STACK_CACHE_BITS 9u
+#define STACK_CACHE_SIZE (1u << STACK_CACHE_BITS)
+
+struct cache_entry {
+	uint64_t seq;
+	uint64_t ip;
+	uint64_t rule; /* packed: bit 0 cfa_rbp, bits 1-32 cfa_off, 33-48 rbp_off */
+	uint64_t fn;
+};
+
+static struct cache_entry *cache;
+
+static uint64_t pack(const struct rule *r)
+{
+	return (uint64_t)(r->cfa_rbp != 0) | ((uint64_t)(uint32_t)(int32_t)r->cfa_off << 1) |
+	       ((uint64_t)(uint16_t)(int16_t)r->rbp_off << 33);
+}
+
+static void unpack(uint64_t w, struct rule *r)
+{
+	r->cfa_rbp = (int)(w & 1);
+	r->cfa_off = (int32_t)(uint32_t)(w >> 1);
+	r->rbp_off = (int16_t)(uint16_t)(w >> 33);
+}
+
+static struct cache_entry *cache_slot(uintptr_t ip)
+{
+	struct cache_entry *c = __atomic_load_n(&cache, __ATOMIC_ACQUIRE);
+	if (c == NULL) {
+		struct cache_entry *fresh = os_alloc(STACK_CACHE_SIZE * sizeof(*fresh));
+		if (fresh == NULL)
+			return NULL;
+		if (__atomic_compare_exchange_n(&cache, &c, fresh, 0, __ATOMIC_ACQ_REL,
+		                                __ATOMIC_ACQUIRE))
+			c = fresh;
+		else
+			os_unmap(fresh, STACK_CACHE_SIZE * sizeof(*fresh));
+	}
+	uint64_t h = (uint64_t)ip * 0x9E3779B97F4A7C15ULL;
+	return &c[h >> (64 - STACK_CACHE_BITS)];
+}
+
+static int cache_get(struct cache_entry *e, uintptr_t ip, struct rule *r)
+{
+	uint64_t s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+	if (s1 & 1)
+		return 0;
+	uint64_t key = __atomic_load_n(&e->ip, __ATOMIC_RELAXED);
+	uint64_t w = __atomic_load_n(&e->rule, __ATOMIC_RELAXED);
+	uint64_t fn = __atomic_load_n(&e->fn, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != s1 || key != ip)
+		return 0;
+	unpack(w, r);
+	r->fn = (uintptr_t)fn;
+	return 1;
+}
+
+static void cache_put(struct cache_entry *e, uintptr_t ip, const struct rule *r)
+{
+	/* Rules that do not fit the packing are not cached. */
+	if (r->cfa_off != (int32_t)r->cfa_off || r->rbp_off != (int16_t)r->rbp_off)
+		return;
+	uint64_t s = __atomic_load_n(&e->seq, __ATOMIC_RELAXED);
+	if ((s & 1) ||
+	    !__atomic_compare_exchange_n(&e->seq, &s, s + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return; /* another thread writes it */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&e->ip, ip, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->rule, pack(r), __ATOMIC_RELAXED);
+	__atomic_store_n(&e->fn, (uint64_t)r->fn, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->seq, s + 2, __ATOMIC_RELEASE);
+}
+
+/* ---- reading .eh_frame ------------------------------------------------------ */
+
+struct reader {
+	const uint8_t *p, *end;
+	int bad;
+};
+
+static uint64_t get_u(struct reader *rd, size_t n)
+{
+	if (rd->bad || (size_t)(rd->end - rd->p) < n) {
+		rd->bad = 1;
+		return 0;
+	}
+	uint64_t v = 0;
+	memcpy(&v, rd->p, n); /* little-endian */
+	rd->p += n;
+	return v;
+}
+
+static uint64_t get_uleb(struct reader *rd)
+{
+	uint64_t v = 0;
+	for (unsigned shift = 0; shift < 64; shift += 7) {
+		uint8_t b = (uint8_t)get_u(rd, 1);
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			return v;
+	}
+	rd->bad = 1;
+	return 0;
+}
+
+static int64_t get_sleb(struct reader *rd)
+{
+	int64_t v = 0;
+	unsigned shift = 0;
+	uint8_t b;
+	do {
+		b = (uint8_t)get_u(rd, 1);
+		v |= (int64_t)((uint64_t)(b & 0x7f) << shift);
+		shift += 7;
+	} while ((b & 0x80) && shift < 64 && !rd->bad);
+	if (shift < 64 && (b & 0x40))
+		v |= -((int64_t)1 << shift);
+	return v;
+}
+
+/* A pointer in DW_EH_PE encoding enc; datarel relative to `data`. */
+static uintptr_t get_encoded(struct reader *rd, uint8_t enc, uintptr_t data)
+{
+	uintptr_t at = (uintptr_t)rd->p, v;
+	switch (enc & 0x0f) {
+	case 0x00:
+		v = (uintptr_t)get_u(rd, 8);
+		break;
+	case 0x01:
+		v = (uintptr_t)get_uleb(rd);
+		break;
+	case 0x02:
+		v = (uintptr_t)get_u(rd, 2);
+		break;
+	case 0x03:
+		v = (uintptr_t)get_u(rd, 4);
+		break;
+	case 0x04:
+		v = (uintptr_t)get_u(rd, 8);
+		break;
+	case 0x09:
+		v = (uintptr_t)get_sleb(rd);
+		break;
+	case 0x0a:
+		v = (uintptr_t)(int64_t)(int16_t)get_u(rd, 2);
+		break;
+	case 0x0b:
+		v = (uintptr_t)(int64_t)(int32_t)get_u(rd, 4);
+		break;
+	case 0x0c:
+		v = (uintptr_t)get_u(rd, 8);
+		break;
+	default:
+		rd->bad = 1;
+		return 0;
+	}
+	switch (enc & 0x70) {
+	case 0x00:
+		break;
+	case 0x10:
+		v += at;
+		break;
+	case 0x30:
+		v += data;
+		break;
+	default:
+		rd->bad = 1;
+		return 0;
+	}
+	if (enc & 0x80) /* indirect: only for personality routines, skipped */
+		v = 0;
+	return v;
+}
+
+/* The registers' rules while the instructions run. */
+struct state {
+	uint32_t cfa_reg;
+	int64_t cfa_off;
+	uint8_t rbp_kind, ra_kind; /* 0 unchanged, 1 saved at CFA + off, 2 other */
+	int64_t rbp_off, ra_off;
+};
+
+#define STATE_STACK 8
+
+struct cie {
+	uint64_t code_align;
+	int64_t data_align;
+	uint64_t ra_reg;
+	uint8_t fde_enc;
+	uint8_t has_aug_data; /* 'z': FDEs carry augmentation data */
+	const uint8_t *insns, *end;
+};
+
+/* Run instructions [p, end) from location loc until it passes ip; the
+ * state starts as *st (initial: the CIE's, for DW_CFA_restore). 0 on an
+ * instruction this file does not follow where it matters. */
+static int run(const struct cie *c, const uint8_t *p, const uint8_t *end, uintptr_t loc,
+               uintptr_t ip, struct state *st, const struct state *initial)
+{
+	struct state stack[STATE_STACK];
+	unsigned depth = 0;
+	struct reader rd = {p, end, 0};
+	while (rd.p < rd.end && !rd.bad) {
+		uint8_t op = (uint8_t)get_u(&rd, 1);
+		uint64_t reg, delta = 0;
+		int64_t off;
+		switch (op >> 6) {
+		case 1:
+			delta = (op & 0x3f) * c->code_align;
+			goto advance;
+		case 2:
+			reg = op & 0x3f;
+			off = (int64_t)get_uleb(&rd) * c->data_align;
+			goto set_offset;
+		case 3:
+			reg = op & 0x3f;
+			goto restore;
+		}
+		switch (op) {
+		case 0x00:
+			break; /* nop */
+		case 0x02:
+			delta = get_u(&rd, 1) * c->code_align;
+			goto advance;
+		case 0x03:
+			delta = get_u(&rd, 2) * c->code_align;
+			goto advance;
+		case 0x04:
+			delta = get_u(&rd, 4) * c->code_align;
+			goto advance;
+		case 0x05:
+			reg = get_uleb(&rd);
+			off = (int64_t)get_uleb(&rd) * c->data_align;
+			goto set_offset;
+		case 0x11:
+			reg = get_uleb(&rd);
+			off = get_sleb(&rd) * c->data_align;
+			goto set_offset;
+		case 0x06:
+			reg = get_uleb(&rd);
+			goto restore;
+		case 0x07: /* undefined */
+		case 0x08: /* same value */
+			reg = get_uleb(&rd);
+			if (reg == DW_RBP)
+				st->rbp_kind = op == 0x08 ? 0 : 2;
+			if (reg == c->ra_reg)
+				st->ra_kind = 2;
+			break;
+		case 0x09: /* register */
+			reg = get_uleb(&rd);
+			get_uleb(&rd);
+			if (reg == DW_RBP)
+				st->rbp_kind = 2;
+			if (reg == c->ra_reg)
+				st->ra_kind = 2;
+			break;
+		case 0x0a:
+			if (depth == STATE_STACK)
+				return 0;
+			stack[depth++] = *st;
+			break;
+		case 0x0b:
+			if (depth == 0)
+				return 0;
+			*st = stack[--depth];
+			break;
+		case 0x0c:
+			st->cfa_reg = (uint32_t)get_uleb(&rd);
+			st->cfa_off = (int64_t)get_uleb(&rd);
+			break;
+		case 0x12:
+			st->cfa_reg = (uint32_t)get_uleb(&rd);
+			st->cfa_off = get_sleb(&rd) * c->data_align;
+			break;
+		case 0x0d:
+			st->cfa_reg = (uint32_t)get_uleb(&rd);
+			break;
+		case 0x0e:
+			st->cfa_off = (int64_t)get_uleb(&rd);
+			break;
+		case 0x13:
+			st->cfa_off = get_sleb(&rd) * c->data_align;
+			break;
+		case 0x0f:
+			return 0; /* CFA from an expression: signal frames, PLT */
+		case 0x10:        /* expression */
+		case 0x16:        /* val_expression */
+			reg = get_uleb(&rd);
+			rd.p += get_uleb(&rd);
+			if (reg == DW_RBP)
+				st->rbp_kind = 2;
+			if (reg == c->ra_reg)
+				st->ra_kind = 2;
+			break;
+		case 0x14: /* val_offset */
+		case 0x15: /* val_offset_sf */
+			reg = get_uleb(&rd);
+			if (op == 0x14)
+				get_uleb(&rd);
+			else
+				get_sleb(&rd);
+			if (reg == DW_RBP)
+				st->rbp_kind = 2;
+			if (reg == c->ra_reg)
+				st->ra_kind = 2;
+			break;
+		case 0x2e:
+			get_uleb(&rd);
+			break; /* GNU_args_size */
+		case 0x2f:     /* GNU_negative_offset_extended */
+			reg = get_uleb(&rd);
+			off = -(int64_t)get_uleb(&rd) * c->data_align;
+			goto set_offset;
+		default:
+			return 0;
+		}
+		continue;
+	advance:
+		loc += delta;
+		if (loc > ip)
+			return 1;
+		continue;
+	set_offset:
+		if (reg == DW_RBP) {
+			st->rbp_kind = 1;
+			st->rbp_off = off;
+		}
+		if (reg == c->ra_reg) {
+			st->ra_kind = 1;
+			st->ra_off = off;
+		}
+		continue;
+	restore:
+		if (initial == NULL)
+			return 0;
+		if (reg == DW_RBP) {
+			st->rbp_kind = initial->rbp_kind;
+			st->rbp_off = initial->rbp_off;
+		}
+		if (reg == c->ra_reg) {
+			st->ra_kind = initial->ra_kind;
+			st->ra_off = initial->ra_off;
+		}
+	}
+	return !rd.bad;
+}
+
+/* Parse the CIE at p; 0 if it is not one this file reads. */
+static int read_cie(const uint8_t *p, struct cie *c)
+{
+	struct reader rd = {p, p + 16, 0};
+	uint32_t len = (uint32_t)get_u(&rd, 4);
+	if (len == 0 || len == 0xffffffffu)
+		return 0;
+	rd.end = p + 4 + len;
+	if (get_u(&rd, 4) != 0)
+		return 0; /* not a CIE */
+	uint8_t version = (uint8_t)get_u(&rd, 1);
+	const char *aug = (const char *)rd.p;
+	size_t alen = strnlen(aug, (size_t)(rd.end - rd.p));
+	rd.p += alen + 1;
+	c->code_align = get_uleb(&rd);
+	c->data_align = get_sleb(&rd);
+	c->ra_reg = version == 1 ? get_u(&rd, 1) : get_uleb(&rd);
+	c->fde_enc = 0; /* absptr */
+	c->has_aug_data = alen > 0 && aug[0] == 'z';
+	if (c->has_aug_data) {
+		uint64_t n = get_uleb(&rd);
+		const uint8_t *after = rd.p + n;
+		for (size_t i = 1; i < alen && !rd.bad; i++) {
+			if (aug[i] == 'R')
+				c->fde_enc = (uint8_t)get_u(&rd, 1);
+			else if (aug[i] == 'P')
+				get_encoded(&rd, (uint8_t)get_u(&rd, 1), 0);
+			else if (aug[i] == 'L')
+				get_u(&rd, 1);
+			else if (aug[i] == 'S')
+				return 0; /* a signal frame: the stack ends here for us */
+			else
+				return 0;
+		}
+		rd.p = after;
+	} else if (alen > 0) {
+		return 0;
+	}
+	if (rd.bad || rd.p > rd.end)
+		return 0;
+	c->insns = rd.p;
+	c->end = rd.end;
+	return 1;
+}
+
+/* The rule at ip, from the unwind tables; 0 where there is none this file
+ * follows. */
+static int rule_from_tables(uintptr_t ip, struct rule *r)
+{
+	struct dl_find_object obj;
+	if (_dl_find_object((void *)ip, &obj) != 0 || obj.dlfo_eh_frame == NULL)
+		return 0;
+	const uint8_t *hdr = obj.dlfo_eh_frame;
+	if (hdr[0] != 1 || hdr[3] != 0x3b) /* version 1, table of datarel sdata4 pairs */
+		return 0;
+	struct reader rd = {hdr + 4, hdr + 4 + 16, 0};
+	get_encoded(&rd, hdr[1], (uintptr_t)hdr);
+	uint64_t count = (uint64_t)get_encoded(&rd, hdr[2], (uintptr_t)hdr);
+	if (rd.bad || count == 0)
+		return 0;
+	const int32_t *table = (const int32_t *)(const void *)rd.p;
+	/* The last entry whose start is at most ip. */
+	uint64_t lo = 0, hi = count;
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if ((uintptr_t)hdr + (intptr_t)table[2 * mid] <= ip)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	if ((uintptr_t)hdr + (intptr_t)table[2 * lo] > ip)
+		return 0;
+	const uint8_t *fde = hdr + table[2 * lo + 1];
+	struct reader fr = {fde, fde + 8, 0};
+	uint32_t len = (uint32_t)get_u(&fr, 4);
+	if (len == 0 || len == 0xffffffffu)
+		return 0;
+	fr.end = fde + 4 + len;
+	const uint8_t *cie_ptr = fr.p;
+	uint32_t cie_off = (uint32_t)get_u(&fr, 4);
+	struct cie c;
+	if (cie_off == 0 || !read_cie(cie_ptr - cie_off, &c))
+		return 0;
+	uintptr_t begin = get_encoded(&fr, c.fde_enc, 0);
+	uintptr_t range = get_encoded(&fr, c.fde_enc & 0x0f, 0);
+	if (fr.bad || ip < begin || ip >= begin + range)
+		return 0;
+	if (c.has_aug_data)
+		fr.p += get_uleb(&fr);
+	if (fr.bad || fr.p > fr.end)
+		return 0;
+	struct state st = {DW_RSP, 8, 0, 1, 0, -8};
+	if (!run(&c, c.insns, c.end, begin, (uintptr_t)-1, &st, NULL))
+		return 0;
+	struct state initial = st;
+	if (!run(&c, fr.p, fr.end, begin, ip, &st, &initial))
+		return 0;
+	if ((st.cfa_reg != DW_RSP && st.cfa_reg != DW_RBP) || st.ra_kind != 1 || st.ra_off != -8 ||
+	    st.rbp_kind == 2)
+		return 0;
+	r->cfa_rbp = st.cfa_reg == DW_RBP;
+	r->cfa_off = st.cfa_off;
+	r->rbp_off = st.rbp_kind == 1 ? st.rbp_off : 0;
+	r->fn = begin;
+	return 1;
+}
+
+static int rule_at(uintptr_t ip, struct rule *r)
+{
+	struct cache_entry *e = cache_slot(ip);
+	if (e != NULL && cache_get(e, ip, r))
+		return 1;
+	if (!rule_from_tables(ip, r))
+		return 0;
+	if (e != NULL)
+		cache_put(e, ip, r);
+	return 1;
+}
+
+/* ---- the walk --------------------------------------------------------------- */
+
+/* A CFA this far above the stack pointer is taken for a broken rule. */
+#define STACK_FRAME_MAX ((uintptr_t)1 << 26)
+
+__attribute__((noinline)) unsigned stack_capture(uintptr_t *pc, uintptr_t *fn, unsigned max)
+{
+	uintptr_t ip, sp, bp;
+	/* This function's own registers, at an address inside it whose rule
+	 * the tables give. */
+	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
+	                 : "=r"(ip), "=r"(sp), "=r"(bp));
+	unsigned n = 0;
+	int exact = 1;
+	for (;;) {
+		struct rule r;
+		if (!rule_at(exact ? ip : ip - 1, &r))
+			break;
+		if (n > 0)
+			fn[n - 1] = r.fn;
+		uintptr_t cfa = (r.cfa_rbp ? bp : sp) + (uintptr_t)r.cfa_off;
+		if (cfa <= sp || cfa - sp > STACK_FRAME_MAX || (cfa & 7) != 0)
+			break;
+		uintptr_t ra = *(const uintptr_t *)(cfa - 8);
+		if (r.rbp_off != 0)
+			bp = *(const uintptr_t *)(cfa + (uintptr_t)r.rbp_off);
+		sp = cfa;
+		if (ra == 0 || n == max)
+			break;
+		pc[n] = ra - 1;
+		fn[n] = 0;
+		n++;
+		ip = ra;
+		exact = 0;
+	}
+	return n;
+}
