@@ -32,7 +32,13 @@ struct rule {
  * STACK_CACHE_SIZE entries indexed by a hash of the address, each under a
  * sequence count (a seqlock: odd while written; a reader that sees it move
  * or odd misses). Every field is read and written atomically. Mapped at
- * the first capture (16 KiB).
+ * the first capture (20 KiB).
+ *
+ * An entry holds the unwind table it was read from, and a hit must name
+ * the table _dl_find_object gives for the address now (~75 instructions
+ * a frame): after a dlclose, another object mapped where the old one was
+ * would otherwise inherit its rules, and a wrong CFA reads outside the
+ * stack.
  */
 #define STACK_CACHE_BITS 9u
 #define STACK_CACHE_SIZE (1u << STACK_CACHE_BITS)
@@ -42,6 +48,7 @@ struct cache_entry {
 	uint64_t ip;
 	uint64_t rule; /* packed: bit 0 cfa_rbp, bits 1-32 cfa_off, 33-48 rbp_off */
 	uint64_t fn;
+	uint64_t table; /* the .eh_frame_hdr it was read from */
 };
 
 static struct cache_entry *cache;
@@ -76,7 +83,7 @@ static struct cache_entry *cache_slot(uintptr_t ip)
 	return &c[h >> (64 - STACK_CACHE_BITS)];
 }
 
-static int cache_get(struct cache_entry *e, uintptr_t ip, struct rule *r)
+static int cache_get(struct cache_entry *e, uintptr_t ip, uintptr_t table, struct rule *r)
 {
 	uint64_t s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
 	if (s1 & 1)
@@ -84,15 +91,16 @@ static int cache_get(struct cache_entry *e, uintptr_t ip, struct rule *r)
 	uint64_t key = __atomic_load_n(&e->ip, __ATOMIC_RELAXED);
 	uint64_t w = __atomic_load_n(&e->rule, __ATOMIC_RELAXED);
 	uint64_t fn = __atomic_load_n(&e->fn, __ATOMIC_RELAXED);
+	uint64_t tab = __atomic_load_n(&e->table, __ATOMIC_RELAXED);
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != s1 || key != ip)
+	if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != s1 || key != ip || tab != table)
 		return 0;
 	unpack(w, r);
 	r->fn = (uintptr_t)fn;
 	return 1;
 }
 
-static void cache_put(struct cache_entry *e, uintptr_t ip, const struct rule *r)
+static void cache_put(struct cache_entry *e, uintptr_t ip, uintptr_t table, const struct rule *r)
 {
 	/* Rules that do not fit the packing are not cached. */
 	if (r->cfa_off != (int32_t)r->cfa_off || r->rbp_off != (int16_t)r->rbp_off)
@@ -105,6 +113,7 @@ static void cache_put(struct cache_entry *e, uintptr_t ip, const struct rule *r)
 	__atomic_store_n(&e->ip, ip, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->rule, pack(r), __ATOMIC_RELAXED);
 	__atomic_store_n(&e->fn, (uint64_t)r->fn, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->table, (uint64_t)table, __ATOMIC_RELAXED);
 	__atomic_store_n(&e->seq, s + 2, __ATOMIC_RELEASE);
 }
 
@@ -428,14 +437,10 @@ static int read_cie(const uint8_t *p, struct cie *c)
 	return 1;
 }
 
-/* The rule at ip, from the unwind tables; 0 where there is none this file
- * follows. */
-static int rule_from_tables(uintptr_t ip, struct rule *r)
+/* The rule at ip from the unwind table hdr (an .eh_frame_hdr); 0 where
+ * there is none this file follows. */
+static int rule_from_table(uintptr_t ip, const uint8_t *hdr, struct rule *r)
 {
-	struct dl_find_object obj;
-	if (_dl_find_object((void *)ip, &obj) != 0 || obj.dlfo_eh_frame == NULL)
-		return 0;
-	const uint8_t *hdr = obj.dlfo_eh_frame;
 	if (hdr[0] != 1 || hdr[3] != 0x3b) /* version 1, table of datarel sdata4 pairs */
 		return 0;
 	struct reader rd = {hdr + 4, hdr + 4 + 16, 0};
@@ -492,13 +497,17 @@ static int rule_from_tables(uintptr_t ip, struct rule *r)
 
 static int rule_at(uintptr_t ip, struct rule *r)
 {
+	struct dl_find_object obj;
+	if (_dl_find_object((void *)ip, &obj) != 0 || obj.dlfo_eh_frame == NULL)
+		return 0;
+	uintptr_t table = (uintptr_t)obj.dlfo_eh_frame;
 	struct cache_entry *e = cache_slot(ip);
-	if (e != NULL && cache_get(e, ip, r))
+	if (e != NULL && cache_get(e, ip, table, r))
 		return 1;
-	if (!rule_from_tables(ip, r))
+	if (!rule_from_table(ip, obj.dlfo_eh_frame, r))
 		return 0;
 	if (e != NULL)
-		cache_put(e, ip, r);
+		cache_put(e, ip, table, r);
 	return 1;
 }
 

@@ -18,7 +18,8 @@
  * wl-small's instructions at one sample per 512 KiB. Here the three rules
  * an unwind needs are cached per return address in a direct-mapped table
  * of 64-bit words (one atomic load and store each: threads share it
- * without a lock), so a frame seen before costs a few dozen instructions.
+ * without a lock), so a frame seen before costs about a hundred
+ * instructions, most of them _dl_find_object checking the entry (stack.c).
  *
  * What is not handled ends the stack, never guesses: a CFA given by a
  * DWARF expression (signal frames, PLT entries), a CFA in a register
