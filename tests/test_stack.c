@@ -1,0 +1,164 @@
+/*
+ * test_stack.c — stack_capture (src/stack.h) walks a stack from the unwind
+ * tables exactly: each frame's address is its return address minus one and
+ * its function is the one the call is in, through code without frame
+ * pointers, through a frame whose CFA is rbp-based (alloca), through the C
+ * library's qsort calling back into us, and a second time from the cache.
+ *
+ * The truth comes from the compiler: each level notes
+ * __builtin_return_address(0), the address its caller resumes at, and the
+ * functions' own addresses are the FDEs' starts.
+ */
+#include <alloca.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#include "stack.h"
+
+#define MAX 64
+
+/* TU_EQ naming what it checks. */
+#define EQ_IN(what, got, want)                                                                     \
+	do {                                                                                       \
+		tu_case = (what);                                                                  \
+		TU_EQ(got, want);                                                                  \
+	} while (0)
+
+struct walk {
+	uintptr_t pc[MAX], fn[MAX];
+	unsigned n;
+	uintptr_t ret[4]; /* __builtin_return_address(0) of levels 0..3 */
+};
+
+static struct walk w;
+
+#if defined(__clang__)
+#define NOINLINE __attribute__((noinline))
+#else
+#define NOINLINE __attribute__((noinline, noclone))
+#endif
+/* Keep every call a call (no tail call), so each level has its frame. */
+#define KEEP() __asm__ volatile("" ::: "memory")
+
+NOINLINE void level0(void)
+{
+	w.ret[0] = (uintptr_t)__builtin_return_address(0);
+	w.n = stack_capture(w.pc, w.fn, MAX);
+	KEEP();
+}
+
+NOINLINE void level1(void)
+{
+	w.ret[1] = (uintptr_t)__builtin_return_address(0);
+	level0();
+	KEEP();
+}
+
+/* A frame that needs rbp: its size is known only at run time. */
+NOINLINE void level2_alloca(size_t n)
+{
+	w.ret[2] = (uintptr_t)__builtin_return_address(0);
+	char *buf = alloca(n);
+	memset(buf, 1, n);
+	__asm__ volatile("" : : "r"(buf) : "memory");
+	level1();
+	KEEP();
+}
+
+NOINLINE void level3(void)
+{
+	w.ret[3] = (uintptr_t)__builtin_return_address(0);
+	level2_alloca(1000 + (size_t)(w.ret[3] & 7));
+	KEEP();
+}
+
+/* Frame k of the walk is in function f, resuming at ret. */
+static void expect_frame(unsigned k, void (*f)(void), uintptr_t ret, const char *what)
+{
+	EQ_IN(what, w.fn[k], (uintptr_t)f);
+	EQ_IN(what, w.pc[k] + 1, ret);
+}
+
+static void check_chain(void)
+{
+	TU_EQ(w.n >= 5, 1);
+	/* Frame 0: level0, where stack_capture returns to. */
+	TU_EQ(w.fn[0], (uintptr_t)level0);
+	expect_frame(1, level1, w.ret[0], "level1");
+	expect_frame(2, (void (*)(void))level2_alloca, w.ret[1], "level2_alloca");
+	expect_frame(3, level3, w.ret[2], "level3");
+	TU_EQ(w.pc[4] + 1, w.ret[3]);
+}
+
+static void a_walk_names_each_caller_and_its_return_address(void **state)
+{
+	(void)state;
+	memset(&w, 0, sizeof(w));
+	level3();
+	check_chain();
+	/* Again: the rules now come from the cache, and say the same. */
+	struct walk first = w;
+	memset(&w, 0, sizeof(w));
+	level3();
+	check_chain();
+	TU_EQ(w.n, first.n);
+	for (unsigned k = 4; k < w.n; k++)
+		TU_EQ(w.fn[k], first.fn[k]);
+}
+
+static int compare_calls(const void *a, const void *b)
+{
+	static int done;
+	if (!done) {
+		done = 1;
+		level1();
+	}
+	return memcmp(a, b, sizeof(int));
+}
+
+NOINLINE void sort_here(void)
+{
+	w.ret[2] = (uintptr_t)__builtin_return_address(0);
+	int v[16];
+	for (int i = 0; i < 16; i++)
+		v[i] = 16 - i;
+	qsort(v, 16, sizeof(int), compare_calls);
+	KEEP();
+}
+
+static void a_walk_goes_through_the_c_librarys_frames(void **state)
+{
+	(void)state;
+	memset(&w, 0, sizeof(w));
+	sort_here();
+	TU_EQ(w.fn[0], (uintptr_t)level0);
+	expect_frame(1, level1, w.ret[0], "level1");
+	TU_EQ(w.fn[2], (uintptr_t)compare_calls);
+	TU_EQ(w.pc[2] + 1, w.ret[1]);
+	/* Then qsort's own frames in libc, then sort_here. */
+	unsigned k = 3;
+	while (k < w.n && w.fn[k] != (uintptr_t)sort_here)
+		k++;
+	EQ_IN("sort_here is found above qsort's frames", k < w.n, 1);
+	EQ_IN("qsort has frames of its own", k > 3, 1);
+}
+
+static void a_walk_stops_at_max_frames(void **state)
+{
+	(void)state;
+	uintptr_t pc[2], fn[2];
+	TU_EQ(stack_capture(pc, fn, 2), 2);
+	TU_EQ(fn[0], (uintptr_t)a_walk_stops_at_max_frames);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    TU_TEST(a_walk_names_each_caller_and_its_return_address),
+	    TU_TEST(a_walk_goes_through_the_c_librarys_frames),
+	    TU_TEST(a_walk_stops_at_max_frames),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
