@@ -630,6 +630,10 @@ def sites(profile, symbolizer, depth=None):
     for sm in profile.sample:
         stack = tuple(symbolizer.stack(sm))
         if depth is not None:
+            # The C library's frames below main (__libc_start_call_main...)
+            # say nothing about who holds the memory.
+            if "main" in stack:
+                stack = stack[:stack.index("main") + 1]
             stack = stack[:depth]
         site = by_stack.get(stack)
         if site is None:
@@ -668,8 +672,9 @@ def leak_report(path, profile, symbolizer, top=DEFAULT_TOP):
     lines = ["==== pagealloc: leak candidates of %s in %s (live sampled objects %s: ~%s in "
              "%s objects, estimated)" % (who, path, when, size(space), count(objects))]
     for s in all_sites[:top]:
-        lines.append("%s in %s objects from %s"
-                     % (size(s.inuse_space), count(s.inuse_objects), stack_text(s.stack)))
+        lines.append("%s in %s %s from %s"
+                     % (size(s.inuse_space), count(s.inuse_objects),
+                        "object" if s.inuse_objects == 1 else "objects", stack_text(s.stack)))
     if len(all_sites) > top:
         rest = all_sites[top:]
         lines.append("... and %s in %s objects from %d more sites"

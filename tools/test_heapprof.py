@@ -334,8 +334,24 @@ class Reports(unittest.TestCase):
             "~44.1 MiB in 12,241 objects, estimated)" % path,
             "40.1 MiB in 10,240 objects from load_index <- main",
             "4.0 MiB in 2,000 objects from parse_row <- load_index <- main",
-            "512 B in 1 objects from cache_put <- worker <- thread_start",
+            "512 B in 1 object from cache_put <- worker <- thread_start",
             "look at it: go tool pprof -http=: /usr/bin/prog %s" % path,
+        ])
+
+    def test_leak_report_stops_at_main(self):
+        b = Builder()
+        b.mapping(1, 0x555555554000, 0x555555559000, 0, "/usr/bin/prog", "abc123")
+        for i, name in enumerate(("leak_it", "main", "__libc_start_call_main"), 1):
+            b.function(i, name)
+        for i in (1, 2, 3):
+            b.location(i, 0x555555555000 + 0x100 * i, 1, [(i, i)])
+        b.sample([1, 2, 3], [10, 640, 10, 640])
+        b.sample([2, 3], [1, 8 << 20, 1, 8 << 20])
+        path = write(self.dir, "heap.9.0001.final.pb.gz", bytes(b))
+        p = heapprof.read(path)
+        self.assertEqual(heapprof.leak_report(path, p, heapprof.Symbolizer(p))[1:3], [
+            "8.0 MiB in 1 object from main",
+            "640 B in 10 objects from leak_it <- main",
         ])
 
     def test_leak_report_same_from_unpacked_and_plain_files(self):
@@ -473,7 +489,7 @@ class Symbolizing(unittest.TestCase):
             "==== pagealloc: leak candidates of pid 42 in %s (live sampled objects at exit: "
             "~4.1 KiB in 5 objects, estimated)" % path,
             "4.0 KiB in 4 objects from load_index <- parse_row <- main",
-            "64 B in 1 objects from 0x10",
+            "64 B in 1 object from 0x10",
             "look at it: go tool pprof -http=: %s %s" % (exe, path),
         ])
         return exe, syms, path
