@@ -18,6 +18,27 @@
 #                           grows in 1 MiB steps, none on a regrowth below the
 #                           last peak; prof_interval=16M profiles at each 16
 #                           MiB allocated; one final profile, the last file
+#   profile_diff_base       diff_base.sh: `-diff_base A B` between two
+#                           pa_prof_dump files shows grow_here's 32 MiB
+#                           (within 10%) and no other function
+#   profile_leak_c, profile_leak_cxx
+#                           leak.sh: `pagealloc run --heap-profile DIR` names
+#                           the leaking function (leak_records; make_nodes,
+#                           the caller of new) with its 40 MiB (within 10%),
+#                           leaves DIR/heap.PID.SEQ.final.pb.gz, ends with the
+#                           `go tool pprof -http=:` line; go tool pprof -top
+#                           on the final profile lists the function
+#   profile_threads_fork_dlopen
+#                           threads_fork.sh: four threads sample while another
+#                           loops dlopen/dlclose, then forks while they churn:
+#                           no deadlock; the parent's final profile has
+#                           thread_work (within 10%) and no child_only; each
+#                           child's has child_only and the parent's thread_work
+#   profile_unwritable      unwritable.sh: with an unwritable prof_prefix the
+#                           program exits 0 with one warning line per attempted
+#                           file, and no file is left
+#   profile_signal          signal.sh: prof_signal=SIGUSR2 and a raise write a
+#                           signal profile at the next sample
 #   profile_first_large     first_large.sh: a thread's first allocations,
 #                           large blocks before it has a cache, are sampled
 #
@@ -52,6 +73,11 @@ endfunction()
 pa_profile_program(profile_accuracy_prog ${PA_PROF_DIR}/accuracy.c ${PA_PROF_DIR}/accuracy_new.cc)
 pa_profile_program(profile_peaks_prog ${PA_PROF_DIR}/peaks.c)
 pa_profile_program(profile_first_large_prog ${PA_PROF_DIR}/first_large.c)
+pa_profile_program(profile_diff_base_prog ${PA_PROF_DIR}/diff_base.c)
+pa_profile_program(profile_leak_c_prog ${PA_PROF_DIR}/leak.c)
+pa_profile_program(profile_leak_cxx_prog ${PA_PROF_DIR}/leak_cxx.cc)
+pa_profile_program(profile_threads_fork_prog ${PA_PROF_DIR}/threads_fork.c)
+pa_profile_program(profile_signal_prog ${PA_PROF_DIR}/signal.c)
 
 pa_profile_test(profile_accuracy bash ${PA_PROF_DIR}/accuracy.sh ${PA_PROF_PRELOAD}
 	$<TARGET_FILE:profile_accuracy_prog>)
@@ -59,3 +85,17 @@ pa_profile_test(profile_peaks bash ${PA_PROF_DIR}/peaks.sh ${PA_PROF_PRELOAD}
 	$<TARGET_FILE:profile_peaks_prog>)
 pa_profile_test(profile_first_large bash ${PA_PROF_DIR}/first_large.sh ${PA_PROF_PRELOAD}
 	$<TARGET_FILE:profile_first_large_prog>)
+pa_profile_test(profile_diff_base bash ${PA_PROF_DIR}/diff_base.sh ${PA_PROF_PRELOAD}
+	$<TARGET_FILE:profile_diff_base_prog>)
+if(EXISTS ${PROJECT_SOURCE_DIR}/tools/pagealloc.in) # configured at the end of CMakeLists.txt
+	pa_profile_test(profile_leak_c bash ${PA_PROF_DIR}/leak.sh ${PROJECT_BINARY_DIR}/pagealloc
+		$<TARGET_FILE:profile_leak_c_prog> leak_records leak_records)
+	pa_profile_test(profile_leak_cxx bash ${PA_PROF_DIR}/leak.sh ${PROJECT_BINARY_DIR}/pagealloc
+		$<TARGET_FILE:profile_leak_cxx_prog> "make_nodes(int)" make_nodes)
+endif()
+pa_profile_test(profile_threads_fork_dlopen bash ${PA_PROF_DIR}/threads_fork.sh
+	${PA_PROF_PRELOAD} $<TARGET_FILE:profile_threads_fork_prog>)
+pa_profile_test(profile_unwritable bash ${PA_PROF_DIR}/unwritable.sh ${PA_PROF_PRELOAD}
+	$<TARGET_FILE:profile_peaks_prog>)
+pa_profile_test(profile_signal bash ${PA_PROF_DIR}/signal.sh ${PA_PROF_PRELOAD}
+	$<TARGET_FILE:profile_signal_prog>)

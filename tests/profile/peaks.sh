@@ -19,9 +19,13 @@
 #   1.1 * 9.5 = 10.45), far above the estimates' error.
 # Interval profiles: one each time the estimated allocated bytes pass a
 # multiple of 16 MiB, at 16.5, 32.5, 48.5, 64.5, 80.5 and 96.5 MiB
-# allocated: floor(105.5 / 16) = 6 of them. (The malloc(1) of peaks.c, if
-# sampled, adds 64 KiB to what was allocated: the allocated totals are
-# compared within 65 KiB, the live ones within 1 KiB.)
+# allocated: floor(105.5 / 16) = 6 of them. Totals are compared within 1
+# KiB.
+# scavenger=off: the scavenger thread, started from inside a malloc of the
+# program's, has its pthread_create allocate a DTV (288 bytes) through us,
+# which is sampled about once in 230 runs and counted at the program's site
+# (the stack is trimmed at the outer malloc): 64 KiB more live, enough to
+# move a peak (the closest is 51 KiB from its threshold).
 # Final: exactly one, the last file written, holding 40 MiB live and
 # 105.5 MiB allocated. Every file is named DIR/p.PID.SEQ.KIND.pb.gz with
 # the program's pid and SEQ 0001, 0002, ... in the order written.
@@ -41,7 +45,7 @@ make_tmp
 
 MiB=1048576
 mkdir "$tmp/prof"
-mapfile -t envs < <(prof_env "prof=on,prof_sample=64K,prof_interval=16M,prof_prefix=$tmp/prof/p")
+mapfile -t envs < <(prof_env "scavenger=off,prof=on,prof_sample=64K,prof_interval=16M,prof_prefix=$tmp/prof/p")
 env "${envs[@]}" "$prog" &
 pid=$!
 wait $pid || fail "$prog failed"
@@ -110,7 +114,7 @@ for i in "${!got[@]}"; do
 	e=${expected_intervals[$i]:-}
 	if [ -z "$e" ]; then
 		complain "interval $((i + 1)) (${intervals[$i]}): at $(mib "${got[$i]}") allocated, one too many"
-	elif ! close "${got[$i]}" "$e" 66560; then
+	elif ! close "${got[$i]}" "$e" 1024; then
 		complain "interval $((i + 1)) (${intervals[$i]}): at $(mib "${got[$i]}") allocated, not $(mib $((e * MiB / 2)))"
 	else
 		echo "interval $((i + 1)): at $(mib "${got[$i]}") allocated (${intervals[$i]})"
@@ -127,7 +131,7 @@ elif [ "${finals[0]}" != "$(tail -n 1 "$tmp/files.list")" ]; then
 else
 	read -r _ _ _ alloc _ _ _ inuse < <(pprof_sums "$tmp/prof/${finals[0]}")
 	close "$inuse" 80 1024 || complain "the final profile holds $(mib "$inuse") live, not 40 MiB"
-	close "$alloc" 211 66560 ||
+	close "$alloc" 211 1024 ||
 		complain "the final profile counts $(mib "$alloc") allocated, not 105.5 MiB"
 	due=$((alloc / (16 * MiB)))
 	[ ${#intervals[@]} = $due ] ||
