@@ -23,11 +23,17 @@
 #                           (within 10%) and no other function
 #   profile_leak_c, profile_leak_cxx
 #                           leak.sh: `pagealloc run --heap-profile DIR` names
-#                           the leaking function (leak_records; make_nodes,
-#                           the caller of new) with its 40 MiB (within 10%),
-#                           leaves DIR/heap.PID.SEQ.final.pb.gz, ends with the
-#                           `go tool pprof -http=:` line; go tool pprof -top
-#                           on the final profile lists the function
+#                           the leaking function (leak_records;
+#                           store::make_nodes, the caller of new) with its
+#                           40 MiB (within 10%), leaves
+#                           DIR/heap.PID.SEQ.final.pb.gz and its symbolized
+#                           copy .final.sym.pb.gz (same totals), ends with the
+#                           `go tool pprof -http=:` line for the copy; go tool
+#                           pprof -top on the copy (with and without the
+#                           binary) lists the function and -O2's main, which
+#                           Go 1.19's pprof cannot name from the raw profile
+#   heapprof_unit           tools/test_heapprof.py: heapprof.py's decoder,
+#                           encoder, reports and symbolize (python3 unittest)
 #   profile_threads_fork_dlopen
 #                           threads_fork.sh: four threads sample while another
 #                           loops dlopen/dlclose, then forks while they churn:
@@ -91,8 +97,9 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/tools/pagealloc.in) # configured at the end of C
 	pa_profile_test(profile_leak_c bash ${PA_PROF_DIR}/leak.sh ${PROJECT_BINARY_DIR}/pagealloc
 		$<TARGET_FILE:profile_leak_c_prog> leak_records leak_records)
 	pa_profile_test(profile_leak_cxx bash ${PA_PROF_DIR}/leak.sh ${PROJECT_BINARY_DIR}/pagealloc
-		$<TARGET_FILE:profile_leak_cxx_prog> "make_nodes(int)" make_nodes)
+		$<TARGET_FILE:profile_leak_cxx_prog> "store::make_nodes(int)" "store::make_nodes(int)")
 endif()
+pa_profile_test(heapprof_unit python3 ${PROJECT_SOURCE_DIR}/tools/test_heapprof.py)
 pa_profile_test(profile_threads_fork_dlopen bash ${PA_PROF_DIR}/threads_fork.sh
 	${PA_PROF_PRELOAD} $<TARGET_FILE:profile_threads_fork_prog>)
 pa_profile_test(profile_unwritable bash ${PA_PROF_DIR}/unwritable.sh ${PA_PROF_PRELOAD}

@@ -13,6 +13,8 @@ library only (Debian 12's python3, 3.11).
     heapprof.py leaks [--top N] FILE...   the leak candidates, one line a site
     heapprof.py top [--top N] FILE        the sites holding the most live bytes
     heapprof.py dump FILE                 every record of the file, decoded
+    heapprof.py symbolize IN OUT          a copy of IN with its functions named
+                                          in it (gzip), for go tool pprof
 
 How a profile is read, in three steps:
 
@@ -31,6 +33,13 @@ How a profile is read, in three steps:
   name, or every frame of a file when addr2line is missing or fails, is
   FILE+0xADDR (the file's base name and the file address); an address
   outside every mapping is its hex value.
+* writing (symbolize): the names addr2line gives go into a copy of the
+  profile as pprof's own symbolizer would put them (Lines, Functions, the
+  mappings' has_* flags), everything else kept. Debian's Go 1.19 pprof
+  names functions from DWARF DW_AT_name only, so it cannot name C++
+  members of a namespace or class (their out-of-line DIE has no name) nor
+  gcc -O2's main (in .text.startup): it shows them as [binary]. It reads a
+  symbolized profile's names as they are.
 * reporting: sites are aggregated by the first REPORT_DEPTH function names
   of their stacks (innermost first: the caller of malloc first, as the
   allocator trims its own frames), so that two call lines in one function
@@ -73,7 +82,11 @@ WHEN = {
 # addr2line -a's line before each address's frames.
 ADDRESS_LINE = re.compile(r"0x[0-9a-fA-F]+")
 
-NAME = re.compile(r"\.(\d+)\.(\d+)\.([a-z]+)\.pb(\.gz)?$")
+# addr2line's second line of a frame: FILE:LINE, "??:0" or "FILE:?" where it
+# does not know, and " (discriminator N)" after some.
+FILE_LINE = re.compile(r"(.*):(\d+|\?)(?: \(discriminator \d+\))?")
+
+NAME = re.compile(r"\.(\d+)\.(\d+)\.([a-z]+)(\.sym)?\.pb(\.gz)?$")
 
 
 class ProfileError(Exception):
@@ -465,6 +478,125 @@ def read(path):
     return decode(data)
 
 
+# ---- writing a profile ----------------------------------------------------------------
+
+
+def put_varint(n):
+    """N as a varint; a negative N as int64 (two's complement, 10 bytes)."""
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def put_num(number, n):
+    """A number field (wire type 0); nothing when N is 0, as proto3 leaves
+    out a field at its default."""
+    if not n:
+        return b""
+    return put_varint(number << 3) + put_varint(n)
+
+
+def put_bytes(number, payload):
+    """A length-delimited field (wire type 2): a message, a string, or a
+    packed run of numbers."""
+    return put_varint(number << 3 | 2) + put_varint(len(payload)) + payload
+
+
+def put_packed(number, values):
+    """A repeated number field, packed (proto3's form); nothing when empty."""
+    if not values:
+        return b""
+    return put_bytes(number, b"".join(put_varint(v) for v in values))
+
+
+class Strings:
+    """A profile's string table while it is encoded: the table read stays as
+    it was, at the same indices (a string there twice is written by its first
+    index); strings not in it are added at its end."""
+
+    def __init__(self, table):
+        self.table = list(table) or [""]
+        self.index = {}
+        for i, text in enumerate(self.table):
+            self.index.setdefault(text, i)
+
+    def __call__(self, text):
+        i = self.index.get(text)
+        if i is None:
+            i = self.index[text] = len(self.table)
+            self.table.append(text)
+        return i
+
+
+def encode(profile):
+    """The bytes of a profile.proto message (not compressed) for PROFILE:
+    every field this module decodes, in field-number order, repeated numbers
+    packed; the string table is the one read, strings the records need and
+    it lacks added at its end."""
+    p = profile
+    s = Strings(p.string_table)
+
+    def value_type(vt):
+        return put_num(1, s(vt.type)) + put_num(2, s(vt.unit))
+
+    out = [put_bytes(1, value_type(vt)) for vt in p.sample_type]
+    for sm in p.sample:
+        msg = put_packed(1, sm.location_id) + put_packed(2, sm.value)
+        for k, v, n, u in sm.label:
+            msg += put_bytes(3, put_num(1, s(k)) + put_num(2, s(v)) + put_num(3, n) +
+                             put_num(4, s(u)))
+        out.append(put_bytes(2, msg))
+    for m in p.mapping:
+        out.append(put_bytes(3, put_num(1, m.id) + put_num(2, m.memory_start) +
+                             put_num(3, m.memory_limit) + put_num(4, m.file_offset) +
+                             put_num(5, s(m.filename)) + put_num(6, s(m.build_id)) +
+                             put_num(7, m.has_functions) + put_num(8, m.has_filenames) +
+                             put_num(9, m.has_line_numbers) +
+                             put_num(10, m.has_inline_frames)))
+    for loc in p.location:
+        msg = put_num(1, loc.id) + put_num(2, loc.mapping_id) + put_num(3, loc.address)
+        for ln in loc.line:
+            msg += put_bytes(4, put_num(1, ln.function_id) + put_num(2, ln.line) +
+                             put_num(3, ln.column))
+        msg += put_num(5, loc.is_folded)
+        out.append(put_bytes(4, msg))
+    for f in p.function:
+        out.append(put_bytes(5, put_num(1, f.id) + put_num(2, s(f.name)) +
+                             put_num(3, s(f.system_name)) + put_num(4, s(f.filename)) +
+                             put_num(5, f.start_line)))
+    tail = (put_num(7, s(p.drop_frames)) + put_num(8, s(p.keep_frames)) +
+            put_num(9, p.time_nanos) + put_num(10, p.duration_nanos))
+    if p.period_type is not None:
+        tail += put_bytes(11, value_type(p.period_type))
+    tail += put_num(12, p.period) + put_packed(13, [s(c) for c in p.comment])
+    tail += put_num(14, s(p.default_sample_type))
+    # The string table last but for the fields after it, once every string is in.
+    table = b"".join(put_bytes(6, text.encode("utf-8")) for text in s.table)
+    return b"".join(out) + table + tail
+
+
+def write_profile(path, profile):
+    """PROFILE, gzip-compressed, to PATH (through a temporary file in its
+    directory, renamed: a file under PATH is whole). ProfileError if it
+    cannot be written."""
+    data = gzip.compress(encode(profile), mtime=0)
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise ProfileError("cannot write %s: %s" % (path, e.strerror or e))
+
+
 # ---- symbolizing ------------------------------------------------------------------------
 
 
@@ -518,17 +650,20 @@ def file_address(segments, offset):
     return None
 
 
-def addr2line(path, addresses):
-    """addr2line's frames for each file address: {address: [name, ...]},
-    innermost first, None for a name it did not know. {} when addr2line is
-    missing or fails."""
+def addr2line_frames(path, addresses, demangle=True):
+    """addr2line's frames for each file address: {address: [(name, file,
+    line), ...]}, innermost first; name and file None where it did not know
+    them, line 0. Names are demangled (-C) unless DEMANGLE is false, which
+    gives the symbols' own (mangled) names. {} when addr2line is missing or
+    fails."""
     tool = shutil.which("addr2line")
     if tool is None or not addresses:
         return {}
     text = "".join("0x%x\n" % a for a in addresses)
+    cmd = [tool, "-a", "-f"] + (["-C"] if demangle else []) + ["-i", "-e", path]
     try:
-        r = subprocess.run([tool, "-a", "-f", "-C", "-i", "-e", path], input=text,
-                           capture_output=True, text=True, errors="replace", check=False)
+        r = subprocess.run(cmd, input=text, capture_output=True, text=True,
+                           errors="replace", check=False)
     except OSError:
         return {}
     if r.returncode != 0:
@@ -546,11 +681,56 @@ def addr2line(path, addresses):
             continue
         if frames is None:
             return {}
-        frames.append(None if lines[i] == "??" else lines[i])
-        i += 2  # past the file:line line
+        name = None if lines[i] == "??" else lines[i]
+        where = FILE_LINE.fullmatch(lines[i + 1]) if i + 1 < len(lines) else None
+        file, line = None, 0
+        if where:
+            if where.group(1) != "??":
+                file = where.group(1)
+            if where.group(2) != "?":
+                line = int(where.group(2))
+        frames.append((name, file, line))
+        i += 2
     if len(out) != len(set(addresses)):
         return {}
     return out
+
+
+def addr2line(path, addresses):
+    """addr2line's demangled function names for each file address:
+    {address: [name, ...]}, innermost first, None for a name it did not
+    know. {} when addr2line is missing or fails."""
+    return {a: [f[0] for f in frames]
+            for a, frames in addr2line_frames(path, addresses).items()}
+
+
+def file_addresses(profile):
+    """Where a profile's locations without Lines are in their files:
+    ({filename: {location id: file address}}, {location id: fallback name}).
+    The fallback is FILE+0xADDR (base name, file address; file offset where
+    no PT_LOAD segment holds it), or the address in hex for a location in no
+    mapping; only locations whose file address is known are in the first."""
+    by_file = {}
+    fallback = {}
+    segments_of = {}  # filename -> its PT_LOAD segments, None if not ELF
+    for loc in profile.location:
+        if loc.line:
+            continue
+        m = profile.mapping_of(loc)
+        if m is None or not m.filename:
+            fallback[loc.id] = "0x%x" % loc.address
+            continue
+        offset = loc.address - m.memory_start + m.file_offset
+        if m.filename not in segments_of:
+            segments_of[m.filename] = load_segments(m.filename)
+        segments = segments_of[m.filename]
+        addr = file_address(segments, offset) if segments else None
+        if addr is None:
+            addr = offset
+        else:
+            by_file.setdefault(m.filename, {})[loc.id] = addr
+        fallback[loc.id] = "%s+0x%x" % (os.path.basename(m.filename), addr)
+    return by_file, fallback
 
 
 class Symbolizer:
@@ -565,26 +745,12 @@ class Symbolizer:
 
     def _symbolize(self):
         p = self.profile
-        by_file = {}  # filename -> {location id: file address}
-        segments_of = {}  # filename -> its PT_LOAD segments, None if not ELF
         for loc in p.location:
             if loc.line:
                 self.names[loc.id] = [self._function_name(ln) for ln in loc.line]
-                continue
-            m = p.mapping_of(loc)
-            if m is None or not m.filename:
-                self.names[loc.id] = ["0x%x" % loc.address]
-                continue
-            offset = loc.address - m.memory_start + m.file_offset
-            if m.filename not in segments_of:
-                segments_of[m.filename] = load_segments(m.filename)
-            segments = segments_of[m.filename]
-            addr = file_address(segments, offset) if segments else None
-            if addr is None:
-                addr = offset
-            else:
-                by_file.setdefault(m.filename, {})[loc.id] = addr
-            self.names[loc.id] = ["%s+0x%x" % (os.path.basename(m.filename), addr)]
+        by_file, fallback = file_addresses(p)
+        for loc_id, name in fallback.items():
+            self.names[loc_id] = [name]
         if not self.use_addr2line:
             return
         for path, addrs in by_file.items():
@@ -593,8 +759,7 @@ class Symbolizer:
                 frames = found.get(addr)
                 if not frames:
                     continue
-                fallback = self.names[loc_id][0]
-                self.names[loc_id] = [f if f is not None else fallback for f in frames]
+                self.names[loc_id] = [f if f is not None else fallback[loc_id] for f in frames]
 
     def _function_name(self, ln):
         f = self.profile.functions.get(ln.function_id)
@@ -608,6 +773,64 @@ class Symbolizer:
         for i in sample.location_id:
             out.extend(self.names[i])
         return out
+
+
+def symbolize(profile):
+    """Names PROFILE's locations in the profile itself, as `pprof -symbolize`
+    would: each location without Lines that addr2line names gets one Line
+    per frame, innermost first (inlined frames before the function they were
+    inlined into), each naming a Function: name as `addr2line -C` gives it,
+    system_name the symbol's own (mangled) name, filename, start_line 0; one
+    Function per (name, system_name, filename). A mapping any of whose
+    locations was named says so (has_functions, has_filenames,
+    has_line_numbers, has_inline_frames): pprof then takes its names from
+    the profile and does not look them up again; a mapping none of whose
+    locations was named keeps its flags false, so pprof still tries. A
+    frame addr2line could not name within a named location is named as the
+    leak report names it, FILE+0xADDR. Everything else stays as it was.
+    Returns the number of locations named."""
+    p = profile
+    functions = {(f.name, f.system_name, f.filename): f for f in p.function}
+    next_id = max((f.id for f in p.function), default=0) + 1
+    named = 0
+    by_file, fallback = file_addresses(p)
+    for path, addrs in by_file.items():
+        wanted = sorted(set(addrs.values()))
+        found = addr2line_frames(path, wanted)
+        if not found:
+            continue
+        mangled = addr2line_frames(path, wanted, demangle=False)
+        for loc_id, addr in sorted(addrs.items()):
+            frames = found.get(addr)
+            if not frames or all(name is None for name, _, _ in frames):
+                continue
+            system = mangled.get(addr)
+            if system is None or len(system) != len(frames):
+                system = frames
+            loc = p.locations[loc_id]
+            m = p.mapping_of(loc)
+            loc.line = []
+            for (name, file, line), (system_name, _, _) in zip(frames, system):
+                if name is None:
+                    name = system_name = fallback[loc_id]
+                elif system_name is None:
+                    system_name = name
+                key = (name, system_name, file or "")
+                f = functions.get(key)
+                if f is None:
+                    f = functions[key] = Function()
+                    f.id = next_id
+                    next_id += 1
+                    f.name, f.system_name, f.filename = key
+                    p.function.append(f)
+                    p.functions[f.id] = f
+                loc.line.append(Line(f.id, line))
+                m.has_filenames |= bool(file)
+                m.has_line_numbers |= line != 0
+            m.has_functions = True
+            m.has_inline_frames = True
+            named += 1
+    return named
 
 
 # ---- reports ---------------------------------------------------------------------------
@@ -752,9 +975,28 @@ def main(argv):
     top.add_argument("files", nargs=1, metavar="FILE")
     d = sub.add_parser("dump", help="every record of a profile")
     d.add_argument("files", nargs=1, metavar="FILE")
+    sym = sub.add_parser("symbolize", help="write a copy of a profile with its functions "
+                         "named (by addr2line), which go tool pprof shows as they are")
+    sym.add_argument("files", nargs=1, metavar="IN")
+    sym.add_argument("out", metavar="OUT")
     args = parser.parse_args(argv)
     if getattr(args, "top", 1) < 1:
         parser.error("--top must be at least 1")
+
+    if args.command == "symbolize":
+        path = args.files[0]
+        try:
+            profile = read(path)
+        except ProfileError as e:
+            print("heapprof.py: %s: not a heap profile: %s" % (path, e), file=sys.stderr)
+            return 1
+        symbolize(profile)
+        try:
+            write_profile(args.out, profile)
+        except ProfileError as e:
+            print("heapprof.py: %s" % e, file=sys.stderr)
+            return 1
+        return 0
 
     status = 0
     for i, path in enumerate(args.files):

@@ -5,13 +5,20 @@
 # leak_cxx.cc, which leak 40 MiB from one function and free everything else:
 #   - one line "SIZE in N objects from REPORT_NAME <- main ..." whose SIZE is
 #     within 10% of 40 MiB (REPORT_NAME: leak_records, or for C++ the
-#     function that called new, as addr2line -C names it);
+#     function that called new, store::make_nodes(int), as addr2line -C
+#     names it);
 #   - DIR holds the program's final profile, heap.PID.SEQ.final.pb.gz (PID
-#     the program's, which it prints), and only one;
+#     the program's, which it prints), and only one, and its symbolized copy
+#     heap.PID.SEQ.final.sym.pb.gz (tools/heapprof.py symbolize) with the
+#     same samples (go tool pprof -raw's totals);
 #   - the report's last line is "look at it: go tool pprof -http=: PROGRAM
-#     FINAL";
-#   - `go tool pprof -top PROGRAM FINAL` lists PPROF_NAME with a nonzero flat
-#     inuse_space.
+#     SYMFILE";
+#   - `go tool pprof -top SYMFILE` and `go tool pprof -top PROGRAM SYMFILE`
+#     list PPROF_NAME with a nonzero flat inuse_space, and main with a
+#     nonzero cum. Debian's Go 1.19 pprof names neither a namespaced C++
+#     function (store::make_nodes) nor main of a gcc -O2 program (both are
+#     built -O2) from the raw profile: it shows [PROGRAM's base name]; the
+#     symbolized copy carries the names.
 # The leaked blocks are 160 of 256 KiB: each is sampled with probability
 # p = 1 - e^-4 = 0.982 at 64K, and the estimate's relative standard error
 # is sqrt((1-p) / (160 p)) = 1.1%: 10% is 9 standard errors. (At the
@@ -67,18 +74,55 @@ else
 		complain "the report estimates $report_name's leak at $bytes bytes, not within 10% of 40 MiB"
 fi
 
+# The symbolized copy, beside the final profile.
+sym=${final%.pb.gz}.sym.pb.gz
+if [ ! -f "$dir/$sym" ]; then
+	fail "$dir holds no symbolized copy $sym of the final profile: $(ls "$dir" | tail -n 3)"
+fi
+raw_sums=$(pprof_sums "$dir/$final")
+sym_sums=$(pprof_sums "$dir/$sym")
+[ "$raw_sums" = "$sym_sums" ] ||
+	complain "the symbolized copy's totals are '$sym_sums', the final profile's '$raw_sums'"
+
 last=$(tail -n 1 "$tmp/err")
-want="look at it: go tool pprof -http=: $prog $dir/$final"
+want="look at it: go tool pprof -http=: $prog $dir/$sym"
 [ "$last" = "$want" ] || complain "the report's last line is '$last', not '$want'"
 
-pprof_top inuse_space "$prog" "$dir/$final" >"$tmp/top"
-flat=$(flat_of "$pprof_name" <"$tmp/top")
-if [ "$flat" -gt 0 ]; then
-	echo "go tool pprof -top: $pprof_name holds $flat bytes"
-else
-	complain "go tool pprof -top $prog $final does not list $pprof_name:"
-	cat "$tmp/top" >&2
-fi
+# The flat and cum columns of a `go tool pprof -top -unit=B` listing on
+# stdin: "FUNCTION FLAT CUM" a line.
+columns() {
+	awk '
+		seen && NF >= 6 {
+			name = $6
+			for (i = 7; i <= NF; i++) name = name " " $i
+			f = $1
+			c = $4
+			sub(/B$/, "", f)
+			sub(/B$/, "", c)
+			print name, f, c
+		}
+		$1 == "flat" && $2 == "flat%" { seen = 1 }'
+}
+
+# check_listing WHAT: the listing in $tmp/listing names PPROF_NAME with a
+# nonzero flat and main with a nonzero cum.
+check_listing() {
+	local flat main_cum
+	flat=$(columns <"$tmp/listing" | awk -v f="$pprof_name" '$1 == f { v = $2 } END { print v + 0 }')
+	main_cum=$(columns <"$tmp/listing" | awk '$1 == "main" { v = $3 } END { print v + 0 }')
+	if [ "$flat" -gt 0 ] && [ "$main_cum" -gt 0 ]; then
+		echo "$1: $pprof_name holds $flat bytes (flat), main $main_cum (cum)"
+	else
+		complain "$1 lists $pprof_name with $flat bytes (flat) and main with $main_cum (cum):"
+		cat "$tmp/listing" >&2
+	fi
+}
+
+go tool pprof -top -unit=B -nodefraction=0 -nodecount=100000 -sample_index=inuse_space \
+	"$dir/$sym" >"$tmp/listing" 2>&1 || fail "go tool pprof -top $sym failed"
+check_listing "go tool pprof -top $sym"
+pprof_listing inuse_space "$prog" "$dir/$sym" >"$tmp/listing"
+check_listing "go tool pprof -top PROGRAM $sym"
 if [ $bad != 0 ]; then
 	echo "---- pagealloc run's report:" >&2
 	cat "$tmp/err" >&2

@@ -1,16 +1,18 @@
 /*
  * leak_cxx.cc — a C++ program that leaks with `new`, for profile_leak_cxx
  * (leak.sh): under `pagealloc run --heap-profile DIR --prof-sample 64K`,
- * make_nodes leaks 40 MiB (160 nodes of 256 KiB, each from `new Node`);
- * everything else (strings, vectors, a map) is freed. Its first frame in
- * the profile must be make_nodes, the caller of operator new. It writes
- * its pid on stdout, for the final profile's name.
+ * store::make_nodes leaks 40 MiB (160 nodes of 256 KiB, each from `new
+ * Node`); everything else (strings, vectors, a map) is freed. Its first
+ * frame in the profile must be store::make_nodes, the caller of operator
+ * new. It writes its pid on stdout, for the final profile's name.
  *
- * make_nodes is not in a namespace or a class: Debian 12's go tool pprof
- * (Go 1.19, cmd/pprof's own DWARF reader) names a function by the
- * DW_AT_name of its DIE only, and the out-of-line DIE of a namespace or
- * class member has none (a DW_AT_specification instead): it would show
- * as [leak_cxx]. heapprof.py (addr2line -C) names both.
+ * make_nodes is in a namespace on purpose: Debian 12's go tool pprof (Go
+ * 1.19, cmd/pprof's own DWARF reader) names a function by the DW_AT_name
+ * of its DIE only, and the out-of-line DIE of a namespace or class member
+ * has none (a DW_AT_specification instead), so on the raw profile it shows
+ * as [profile_leak_cxx_prog]. heapprof.py (addr2line -C) names it, in the
+ * leak report and in the symbolized copy (.sym.pb.gz) that go tool pprof
+ * reads the names from.
  */
 #include <cstdio>
 #include <map>
@@ -27,6 +29,8 @@ struct Node {
 
 Node *volatile leaked; // a list the program forgets
 
+namespace store {
+
 PROG_NOINLINE void make_nodes(int n)
 {
 	for (int i = 0; i < n; i++) {
@@ -36,6 +40,8 @@ PROG_NOINLINE void make_nodes(int n)
 		leaked = node;
 	}
 }
+
+} // namespace store
 
 PROG_NOINLINE size_t churn_strings()
 {
@@ -57,7 +63,7 @@ PROG_NOINLINE size_t churn_strings()
 int main()
 {
 	size_t sum = churn_strings();
-	make_nodes(160);
+	store::make_nodes(160);
 	sum += churn_strings();
 	leaked = nullptr; // forgotten: 40 MiB leaked
 	char line[64];
