@@ -64,6 +64,13 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+	/* The child draws its own samples: with the parent's generator the
+	 * children of a preforking server would all sample the same blocks. */
+	struct pa_tcache *tc = tcache_real();
+	if (tc != NULL) {
+		tc->prof.rng = 0;
+		tc->sample_left = prof_next_count(&tc->prof);
+	}
 	span_fork(PA_FORK_CHILD);
 	tcache_fork_child();
 	central_reset_locks();
@@ -104,6 +111,21 @@ static inline int malloc_ready(void)
 	if (__builtin_expect(__atomic_load_n(&malloc_ready_flag, __ATOMIC_ACQUIRE), 1))
 		return 0;
 	return malloc_init();
+}
+
+/* The page level's background work (pages_background), which may start the
+ * scavenger thread: pthread_create allocates (its thread's DTV) through us
+ * on the allocator's behalf, not the program's, so this thread takes no
+ * heap-profile sample meanwhile (it would be charged to the program's call
+ * site, and stay live for ever: a false leak). */
+static void background_work(void)
+{
+	struct pa_tcache *tc = tcache_real();
+	if (tc != NULL)
+		tc->prof.busy++;
+	pages_background();
+	if (tc != NULL)
+		tc->prof.busy--;
 }
 
 /* ---- large objects (large.h) ---------------------------------------------- */
@@ -180,8 +202,8 @@ static void *__attribute__((noinline)) alloc_large(size_t n, size_t align, int z
 
 static void *__attribute__((noinline)) alloc_large_slow(size_t n, size_t align, int zero)
 {
-	int saved = errno;  /* a success leaves errno alone, whatever the OS said */
-	pages_background(); /* no allocator lock is held here */
+	int saved = errno; /* a success leaves errno alone, whatever the OS said */
+	background_work(); /* no allocator lock is held here */
 	void *p = NULL;
 	if (large_size_ok(n, align) && malloc_ready() == 0) {
 		struct pa_tcache *tc = tcache_real();
@@ -261,7 +283,7 @@ static void *__attribute__((noinline)) small_alloc_slow(unsigned cls, size_t n)
 		errno = ENOMEM;
 		return NULL;
 	}
-	pages_background(); /* no allocator lock is held here */
+	background_work(); /* no allocator lock is held here */
 	void *p = tcache_alloc_slow(cls);
 	if (p == NULL) {
 		errno = ENOMEM;
@@ -329,7 +351,7 @@ static void __attribute__((noinline)) free_rest_of(struct pa_span *s, void *p)
 		tcache_free_slow(s->cls, p);
 		errno = saved;
 	}
-	pages_background(); /* no allocator lock is held here */
+	background_work(); /* no allocator lock is held here */
 	/* After the allocator's last write to the block: from here on any
 	 * access to it is the program's, and memcheck reports it. */
 	if (vg_active())
@@ -353,7 +375,7 @@ free_sampled(struct pa_span *s, void *p, struct prof_sample *r)
 		free_large(s);
 	}
 	errno = saved;
-	pages_background(); /* no allocator lock is held here */
+	background_work(); /* no allocator lock is held here */
 	(void)p;
 }
 

@@ -3,6 +3,8 @@
  */
 #include "msg.h"
 
+#include <errno.h>
+
 #include "os.h"
 
 void msg_begin(struct pa_msg *m)
@@ -52,4 +54,36 @@ void msg_end(struct pa_msg *m)
 {
 	m->buf[m->len++] = '\n';
 	os_write_stderr(m->buf, m->len);
+}
+
+void msg_errno(struct pa_msg *m, int err)
+{
+	static const struct {
+		int err;
+		const char *text;
+	} known[] = {
+	    {ENOENT, "no such file or directory"},
+	    {EACCES, "permission denied"},
+	    {EPERM, "operation not permitted"},
+	    {ENOTDIR, "not a directory"},
+	    {EISDIR, "is a directory"},
+	    {ENOSPC, "no space left on device"},
+	    {EDQUOT, "disk quota exceeded"},
+	    {EROFS, "read-only file system"},
+	    {EIO, "input/output error"},
+	    {ENAMETOOLONG, "file name too long"},
+	    {EMFILE, "too many open files"},
+	    {ENFILE, "too many open files in the system"},
+	    {ENOMEM, "out of memory"},
+	    {EFBIG, "file too large"},
+	    {EXDEV, "across file systems"},
+	};
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+		if (known[i].err == err) {
+			msg_str(m, known[i].text);
+			return;
+		}
+	}
+	msg_str(m, "errno ");
+	msg_uint(m, (uint64_t)(err >= 0 ? err : -err));
 }

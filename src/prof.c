@@ -5,6 +5,7 @@
  */
 #include "prof.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -331,10 +332,13 @@ static int write_profile(enum prof_kind kind, const char *path)
 	} else {
 		struct pa_msg m;
 		msg_begin(&m);
+		int err = errno;
 		msg_str(&m, "heap profile '");
 		msg_str(&m, path);
-		msg_str(&m, "' not written");
+		msg_str(&m, "' not written: ");
+		msg_errno(&m, err);
 		msg_end(&m);
+		errno = err;
 		__atomic_add_fetch(&write_errors, 1, __ATOMIC_RELAXED);
 	}
 	lock_release(&write_lock);

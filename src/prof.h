@@ -63,7 +63,8 @@ typedef void (*prof_entry_fn)(void);
 /* The thread's sampler: embedded in its thread cache, written only by it. */
 struct prof_thread {
 	uint64_t rng; /* xorshift64* state; 0 until the first draw */
-	uint8_t busy; /* inside the profiler: no sample */
+	uint8_t busy; /* inside the profiler, or in the allocator's own calls
+	               * into libc that allocate: no sample */
 };
 
 /* A sampled block's record (span_sample). */

@@ -93,7 +93,9 @@ static struct pa_tcache *tcache_build(void)
 	 * PTHREAD_KEY_2NDLEVEL_SIZE (32) up, glibc calloc's a block, and that
 	 * calloc (preloaded: ours) must find this cache, not build another. */
 	tcache_self = tc;
+	tc->prof.busy = 1; /* glibc's calloc for the key is not the program's */
 	pthread_setspecific(exit_key, tc);
+	tc->prof.busy = 0;
 	return tc;
 }
 

@@ -580,12 +580,13 @@ struct bad_path {
 	const char *make; /* made first in the directory: "dir" or "file", or NULL */
 	const char *path; /* relative to the directory */
 	int err;
+	const char *why; /* the warning's reason (msg_errno) */
 };
 
 static const struct bad_path bad_paths[] = {
-    {"directory missing", NULL, "missing/heap.pb.gz", ENOENT},
-    {"parent is a file", "file", "file/heap.pb.gz", ENOTDIR},
-    {"path is a directory", "dir", "dir", EISDIR},
+    {"directory missing", NULL, "missing/heap.pb.gz", ENOENT, "no such file or directory"},
+    {"parent is a file", "file", "file/heap.pb.gz", ENOTDIR, "not a directory"},
+    {"path is a directory", "dir", "dir", EISDIR, "is a directory"},
 };
 
 struct dump_child {
@@ -635,7 +636,8 @@ static void prof_dump_to_an_unwritable_path_fails_with_errno_and_leaves_no_file(
 			fail_msg("%s: child status %#x (4: returned 0, 5: errno, 6: counts); "
 			         "stderr \"%s\"",
 			         c->name, status, err);
-		snprintf(want, sizeof(want), "pagealloc: heap profile '%s' not written\n", path);
+		snprintf(want, sizeof(want), "pagealloc: heap profile '%s' not written: %s\n", path,
+		         c->why);
 		if (strcmp(err, want) != 0)
 			fail_msg("%s: stderr is\n\"%s\"\nwant\n\"%s\"", c->name, err, want);
 		/* Nothing left but what the case made: no temporary file. */

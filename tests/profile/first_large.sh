@@ -6,9 +6,6 @@
 # allocations, 1 MiB each) and at thread_first_blocks (a new thread's),
 # read back through `go tool pprof -top`. A block of 1 MiB is sampled with
 # probability 1 - e^-16 at that rate: one missing is a bug, not chance.
-# scavenger=off: its pthread_create's DTV, allocated inside a malloc of the
-# program's, is sampled once in 230 runs and counted at that malloc's site
-# (peaks.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=common.sh
@@ -23,7 +20,7 @@ PA_PRELOAD=$1 prog=$2
 need_go
 make_tmp
 
-mapfile -t envs < <(prof_env "scavenger=off,prof=on,prof_sample=64K")
+mapfile -t envs < <(prof_env "prof=on,prof_sample=64K")
 env "${envs[@]}" "$prog" "$tmp/first.pb.gz" >/dev/null || fail "$prog failed"
 pprof_top inuse_space "$prog" "$tmp/first.pb.gz" >"$tmp/inuse"
 bad=0

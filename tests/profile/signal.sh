@@ -4,9 +4,7 @@
 # (exit 0), and DIR/s.PID.SEQ.signal.pb.gz appears, one of them, holding
 # before_signal's block of 1 MiB (sampled with probability 1 - e^-16 at
 # prof_sample=64K: within 1 KiB; read back with `go tool pprof -top`),
-# besides the final profile. scavenger=off: its pthread_create's DTV,
-# allocated inside a malloc of the program's, is sampled once in 230 runs
-# and counted at that malloc's site (peaks.sh).
+# besides the final profile.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=common.sh
@@ -22,7 +20,7 @@ need_go
 make_tmp
 
 mkdir "$tmp/prof"
-mapfile -t envs < <(prof_env "scavenger=off,prof=on,prof_sample=64K,prof_signal=SIGUSR2,prof_prefix=$tmp/prof/s")
+mapfile -t envs < <(prof_env "prof=on,prof_sample=64K,prof_signal=SIGUSR2,prof_prefix=$tmp/prof/s")
 env "${envs[@]}" "$prog" &
 pid=$!
 status=0

@@ -4,10 +4,9 @@
 # due, peaks.sh says why) run with prof_prefix=/proc/nonexistent/x, then
 # with prof_prefix=DIR/notadir/x (notadir a regular file), goes on and
 # exits 0, and its stderr is exactly one line per attempted file, in order:
-#   pagealloc: heap profile 'PREFIX.PID.SEQ.KIND.pb.gz' not written
+#   pagealloc: heap profile 'PREFIX.PID.SEQ.KIND.pb.gz' not written: WHY
 # (prof.c, write_profile) for SEQ 0001 to 0024 peak and 0025 final; and no
 # file is left (DIR holds notadir alone; nothing under /proc/nonexistent).
-# scavenger=off, as in peaks.sh: the 24 peaks hold only without it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=common.sh
@@ -24,7 +23,9 @@ make_tmp
 mkdir "$tmp/dir"
 : >"$tmp/dir/notadir"
 for prefix in /proc/nonexistent/x "$tmp/dir/notadir/x"; do
-	mapfile -t envs < <(prof_env "scavenger=off,prof=on,prof_sample=64K,prof_prefix=$prefix")
+	why="no such file or directory"
+	[ "$prefix" = /proc/nonexistent/x ] || why="not a directory"
+	mapfile -t envs < <(prof_env "prof=on,prof_sample=64K,prof_prefix=$prefix")
 	env "${envs[@]}" "$prog" 2>"$tmp/err" &
 	pid=$!
 	status=0
@@ -33,8 +34,8 @@ for prefix in /proc/nonexistent/x "$tmp/dir/notadir/x"; do
 	for seq in $(seq 1 25); do
 		kind=peak
 		[ "$seq" != 25 ] || kind=final
-		printf "pagealloc: heap profile '%s.%d.%04d.%s.pb.gz' not written\n" \
-			"$prefix" $pid "$seq" $kind
+		printf "pagealloc: heap profile '%s.%d.%04d.%s.pb.gz' not written: %s\n" \
+			"$prefix" $pid "$seq" $kind "$why"
 	done >"$tmp/want"
 	if ! cmp -s "$tmp/want" "$tmp/err"; then
 		echo "FAIL: prefix $prefix: stderr is not one warning per attempted file (--- expected, +++ seen):" >&2
