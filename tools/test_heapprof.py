@@ -2,8 +2,12 @@
 """Tests of tools/heapprof.py: decoding profile.proto (gzip and plain, packed
 and unpacked repeated fields) into exact values, the leak and top reports'
 exact lines, symbolizing a real ELF file through addr2line (and without it),
-the size and count formats, and bad files. Profiles are built here by a
-small encoder of protobuf's wire format. Run: python3 tools/test_heapprof.py."""
+the size and count formats, bad files, the module's own encoder (a round
+trip of a symbolized profile, exact values) and `symbolize` of a real C++
+program's profile (a namespaced function and -O2's main named, with their
+lines, in the profile itself). Profiles are built here by a small encoder of
+protobuf's wire format, independent of the module's. Run: python3
+tools/test_heapprof.py."""
 
 import contextlib
 import gzip
@@ -425,6 +429,124 @@ class Reports(unittest.TestCase):
         self.assertIn("  5: 0x555555555400 mapping 1 cache_put:1 worker:2", out)
 
 
+class Encoding(unittest.TestCase):
+    """heapprof.encode: what it writes decodes back to the same values."""
+
+    def test_varints_match_the_tests_encoder(self):
+        for n in (0, 1, 127, 128, 300, (1 << 32) + 5, (1 << 63) - 1, -1, -2, -(1 << 40)):
+            with self.subTest(n=n):
+                self.assertEqual(heapprof.put_varint(n), varint(n))
+
+    def symbolized(self):
+        """A raw profile (no Lines, no Functions) as the allocator writes it,
+        decoded, then given what symbolize gives a profile by hand: two
+        Functions, Lines (one location with an inlined frame), a mapping's
+        flags; and fields the allocator leaves empty, to cover them."""
+        b = Builder()
+        b.mapping(1, 0x555555554000, 0x555555559000, 0x1000, "/usr/bin/prog", "abc123")
+        b.mapping(2, 0x7F0000000000, 0x7F0000010000, 0, "/lib/libc.so.6", "def456")
+        b.location(1, 0x555555555100, 1)
+        b.location(2, 0x555555555200, 1)
+        b.location(3, 0x7F0000000456, 2)
+        b.sample([1, 2, 3], [3, 3 << 19, 1, 1 << 19])
+        b.sample([2, 3], [0, 0, -1, -(1 << 40)])  # negative int64: 10-byte varints
+        b.raw(ld(2, repeated(1, [3], True) + repeated(2, [1, 2, 3, 4], True) +
+                 ld(3, num(1, b.s("thread")) + num(2, b.s("worker"))) +
+                 ld(3, num(1, b.s("bytes")) + num(3, 4096) + num(4, b.s("B")))))
+        b.raw(num(9, 1700000000123456789) + num(10, 5000000000) +
+              repeated(13, [b.s("a comment")], False))
+        p = heapprof.decode(bytes(b))
+        self.raw_strings = list(p.string_table)
+        for i, (name, system, file) in enumerate(
+                [("store::make_nodes(int)", "_ZN5store10make_nodesEi", "/src/leak.cc"),
+                 ("store::wrap(int)", "_ZN5store4wrapEi", "/src/leak.cc"),
+                 ("main", "main", "/src/leak.cc")], 1):
+            f = heapprof.Function()
+            f.id, f.name, f.system_name, f.filename = i, name, system, file
+            p.function.append(f)
+        f.start_line = 28
+        p.locations[1].line = [heapprof.Line(2, 16, 5), heapprof.Line(1, 22)]
+        p.locations[2].line = [heapprof.Line(3, 31)]
+        p.locations[3].is_folded = True
+        m = p.mappings[1]
+        m.has_functions = m.has_filenames = m.has_line_numbers = m.has_inline_frames = True
+        p.drop_frames, p.keep_frames, p.default_sample_type = "drop.*", "keep.*", "inuse_space"
+        return p
+
+    def test_a_symbolized_profile_round_trips_with_exact_values(self):
+        data = heapprof.encode(self.symbolized())
+        p = heapprof.decode(data)
+        self.assertEqual([(t.type, t.unit) for t in p.sample_type], list(HEAP_TYPES))
+        self.assertEqual((p.period_type.type, p.period_type.unit, p.period),
+                         ("space", "bytes", 524288))
+        self.assertEqual((p.time_nanos, p.duration_nanos), (1700000000123456789, 5000000000))
+        self.assertEqual(p.comment, ["a comment"])
+        self.assertEqual((p.drop_frames, p.keep_frames, p.default_sample_type),
+                         ("drop.*", "keep.*", "inuse_space"))
+        self.assertEqual([(s.location_id, s.value, s.label) for s in p.sample], [
+            ([1, 2, 3], [3, 3 << 19, 1, 1 << 19], []),
+            ([2, 3], [0, 0, -1, -(1 << 40)], []),
+            ([3], [1, 2, 3, 4], [("thread", "worker", 0, ""), ("bytes", "", 4096, "B")]),
+        ])
+        self.assertEqual([(m.id, m.memory_start, m.memory_limit, m.file_offset, m.filename,
+                           m.build_id, m.has_functions, m.has_filenames, m.has_line_numbers,
+                           m.has_inline_frames) for m in p.mapping], [
+            (1, 0x555555554000, 0x555555559000, 0x1000, "/usr/bin/prog", "abc123",
+             True, True, True, True),
+            (2, 0x7F0000000000, 0x7F0000010000, 0, "/lib/libc.so.6", "def456",
+             False, False, False, False),
+        ])
+        self.assertEqual([(loc.id, loc.mapping_id, loc.address, loc.is_folded,
+                           [(ln.function_id, ln.line, ln.column) for ln in loc.line])
+                          for loc in p.location], [
+            (1, 1, 0x555555555100, False, [(2, 16, 5), (1, 22, 0)]),
+            (2, 1, 0x555555555200, False, [(3, 31, 0)]),
+            (3, 2, 0x7F0000000456, True, []),
+        ])
+        self.assertEqual([(f.id, f.name, f.system_name, f.filename, f.start_line)
+                          for f in p.function], [
+            (1, "store::make_nodes(int)", "_ZN5store10make_nodesEi", "/src/leak.cc", 0),
+            (2, "store::wrap(int)", "_ZN5store4wrapEi", "/src/leak.cc", 0),
+            (3, "main", "main", "/src/leak.cc", 28),
+        ])
+        # The string table read stays as it was; what the records added is
+        # at its end, once each, in the order the encoder met it.
+        self.assertEqual(p.string_table[:len(self.raw_strings)], self.raw_strings)
+        self.assertEqual(p.string_table[len(self.raw_strings):], [
+            "store::make_nodes(int)", "_ZN5store10make_nodesEi", "/src/leak.cc",
+            "store::wrap(int)", "_ZN5store4wrapEi", "main", "drop.*", "keep.*"])
+        # And encoding what was decoded gives the same bytes.
+        self.assertEqual(heapprof.encode(p), data)
+
+    def test_a_raw_profile_re_encoded_keeps_its_string_table_and_values(self):
+        raw = named_profile(packed=False)
+        p = heapprof.decode(raw)
+        q = heapprof.decode(heapprof.encode(p))
+        self.assertEqual(q.string_table, p.string_table)
+        self.assertEqual(heapprof.dump(q), heapprof.dump(p))
+
+    def test_symbolize_writes_gzip_and_the_command_says_why_it_cannot(self):
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        src = write(d, "heap.3.0001.final.pb.gz", named_profile())
+        out = os.path.join(d, "heap.3.0001.final.sym.pb.gz")
+        with Silent() as s:
+            self.assertEqual(heapprof.main(["symbolize", src, out]), 0)
+        self.assertEqual((s.out.getvalue(), s.err.getvalue()), ("", ""))
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(2), heapprof.GZIP_MAGIC)
+        self.assertEqual(sorted(os.listdir(d)), ["heap.3.0001.final.pb.gz",
+                                                 "heap.3.0001.final.sym.pb.gz"])
+        # Its Locations had Lines already: nothing changes.
+        self.assertEqual(heapprof.dump(heapprof.read(out)), heapprof.dump(heapprof.read(src)))
+        with Silent() as s:
+            self.assertEqual(heapprof.main(["symbolize", src, os.path.join(d, "no", "x")]), 1)
+        self.assertTrue(s.err.getvalue().startswith("heapprof.py: cannot write "), s.err.getvalue())
+        with Silent() as s:
+            self.assertEqual(heapprof.main(["symbolize", out + ".absent", out]), 1)
+        self.assertIn("not a heap profile", s.err.getvalue())
+
+
 # A program whose functions the symbolizer must name from its file.
 PROGRAM = r"""
 #include <stdlib.h>
@@ -516,6 +638,160 @@ class Symbolizing(unittest.TestCase):
         p = heapprof.decode(bytes(b))
         self.assertEqual(heapprof.Symbolizer(p).names, {1: ["libgone.so+0x1234"]})
 
+
+
+# A C++ program whose own stack is the profile's: take() stands for malloc
+# and notes its return address, make_nodes notes its own; the program prints
+# both and take's address (to find where it was loaded). The inlined wrap
+# is not static: binutils 2.40's addr2line names a static inlined function
+# by its caller's symbol.
+CXX_PROGRAM = r"""
+#include <cstdio>
+#include <cstdlib>
+
+static void *sites[2];
+
+extern "C" __attribute__((noinline)) void *take(size_t n)
+{
+	sites[0] = __builtin_return_address(0);
+	return malloc(n);
+}
+
+namespace store {
+
+__attribute__((always_inline)) inline void *wrap(int n)
+{
+	return take(static_cast<size_t>(n)); // LINE wrap
+}
+
+__attribute__((noinline)) void *make_nodes(int n)
+{
+	sites[1] = __builtin_return_address(0);
+	void *p = wrap(n); // LINE make_nodes
+	static_cast<char *>(p)[0] = 1;
+	return p;
+}
+
+} // namespace store
+
+int main()
+{
+	void *p = store::make_nodes(64); // LINE main
+	std::printf("%p %p %p\n", sites[0], sites[1], reinterpret_cast<void *>(&take));
+	std::free(p);
+	return 0;
+}
+"""
+
+
+@unittest.skipUnless(all(shutil.which(t) for t in ("g++", "nm", "readelf", "addr2line")),
+                     "needs g++, nm, readelf and addr2line (binutils)")
+class SymbolizingCxx(unittest.TestCase):
+    """`symbolize` on the profile of a real C++ program built -O2 -g (a PIE,
+    as Debian builds): store::make_nodes (which Go 1.19's pprof cannot name:
+    its DWARF DIE has no DW_AT_name) and main (in .text.startup at -O2)
+    named in the profile, with their lines; then decoded."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.dir)
+        self.src = os.path.join(self.dir, "leak.cc")
+        self.exe = os.path.join(self.dir, "leak")
+        with open(self.src, "w") as f:
+            f.write(CXX_PROGRAM)
+        self.line = {}
+        for i, text in enumerate(CXX_PROGRAM.split("\n"), 1):
+            if "// LINE " in text:
+                self.line[text.split("// LINE ")[1]] = i
+        subprocess.run(["g++", "-g", "-O2", "-fPIE", "-pie", "-o", self.exe, self.src],
+                       check=True)
+        out = subprocess.run([self.exe], capture_output=True, text=True, check=True).stdout
+        in_make_nodes, in_main, take = (int(w, 16) for w in out.split())
+        take_vaddr = None
+        for line in subprocess.run(["nm", self.exe], capture_output=True, text=True,
+                                   check=True).stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[2] == "take":
+                take_vaddr = int(parts[0], 16)
+        text = None
+        for line in subprocess.run(["readelf", "-lW", self.exe], capture_output=True,
+                                   text=True, check=True).stdout.splitlines():
+            parts = line.split()
+            if parts[:1] == ["LOAD"] and "E" in parts[6:-1]:
+                text = int(parts[1], 16), int(parts[2], 16), int(parts[5], 16)
+        base = take - take_vaddr
+        offset, vaddr, memsz = text
+        page = 4096
+        start = base + (vaddr & ~(page - 1))
+        # As the allocator writes them: return addresses less one, the
+        # executable segment's mapping with the file's offset; a library
+        # that is gone; an address in no mapping.
+        b = Builder()
+        b.mapping(1, start, start + memsz + page, offset & ~(page - 1), self.exe, "b1d")
+        b.mapping(2, 0x7F0000001000, 0x7F0000002000, 0x1000, "/nonexistent/libgone.so")
+        b.location(1, in_make_nodes - 1, 1)
+        b.location(2, in_main - 1, 1)
+        b.location(3, 0x7F0000001234, 2)
+        b.location(4, 0x10, 0)
+        b.sample([1, 2], [4, 4096, 4, 4096])
+        b.sample([3, 2], [1, 64, 1, 64])
+        b.sample([4], [1, 32, 0, 0])
+        self.raw = write(self.dir, "heap.42.0001.final.pb.gz", bytes(b))
+        self.sym = os.path.join(self.dir, "heap.42.0001.final.sym.pb.gz")
+        with Silent():
+            self.assertEqual(heapprof.main(["symbolize", self.raw, self.sym]), 0)
+
+    def test_the_namespaced_function_and_main_are_named_with_their_lines(self):
+        p = heapprof.read(self.sym)
+
+        def frames(loc_id):
+            return [(p.functions[ln.function_id].name, p.functions[ln.function_id].system_name,
+                     p.functions[ln.function_id].filename, ln.line)
+                    for ln in p.locations[loc_id].line]
+
+        # Innermost first: wrap, inlined into make_nodes.
+        self.assertEqual(frames(1), [
+            ("store::wrap(int)", "_ZN5store4wrapEi", self.src, self.line["wrap"]),
+            ("store::make_nodes(int)", "_ZN5store10make_nodesEi", self.src,
+             self.line["make_nodes"]),
+        ])
+        self.assertEqual(frames(2), [("main", "main", self.src, self.line["main"])])
+        self.assertEqual((frames(3), frames(4)), ([], []))  # nothing to name them by
+        self.assertEqual(len(p.function), 3)
+        self.assertTrue(all(f.start_line == 0 for f in p.function))
+        self.assertEqual([(m.has_functions, m.has_filenames, m.has_line_numbers,
+                           m.has_inline_frames) for m in p.mapping],
+                         [(True, True, True, True), (False, False, False, False)])
+
+    def test_everything_else_is_kept(self):
+        raw, sym = heapprof.read(self.raw), heapprof.read(self.sym)
+        self.assertEqual(sym.string_table[:len(raw.string_table)], raw.string_table)
+        self.assertEqual([(s.location_id, s.value) for s in sym.sample],
+                         [(s.location_id, s.value) for s in raw.sample])
+        self.assertEqual([(loc.id, loc.mapping_id, loc.address) for loc in sym.location],
+                         [(loc.id, loc.mapping_id, loc.address) for loc in raw.location])
+        self.assertEqual([(m.id, m.memory_start, m.memory_limit, m.file_offset, m.filename,
+                           m.build_id) for m in sym.mapping],
+                         [(m.id, m.memory_start, m.memory_limit, m.file_offset, m.filename,
+                           m.build_id) for m in raw.mapping])
+        self.assertEqual((sym.sample_type[3].type, sym.period_type.type, sym.period),
+                         ("inuse_space", "space", 524288))
+
+    def test_leaks_and_top_say_the_same_of_both(self):
+        raw, sym = heapprof.read(self.raw), heapprof.read(self.sym)
+        want = heapprof.leak_report("F", raw, heapprof.Symbolizer(raw))
+        self.assertEqual(heapprof.leak_report("F", sym, heapprof.Symbolizer(sym)), want)
+        self.assertEqual(want[1:3], [
+            "4.0 KiB in 4 objects from store::wrap(int) <- store::make_nodes(int) <- main",
+            "64 B in 1 object from libgone.so+0x1234 <- main",
+        ])
+        self.assertEqual(heapprof.top_report("F", sym, heapprof.Symbolizer(sym)),
+                         heapprof.top_report("F", raw, heapprof.Symbolizer(raw)))
+        # The symbolized file's name is a profile's name: the report knows its pid.
+        with Silent() as s:
+            heapprof.main(["leaks", self.sym])
+        self.assertIn("leak candidates of pid 42 in %s (live sampled objects at exit"
+                      % self.sym, s.out.getvalue())
 
 if __name__ == "__main__":
     unittest.main()
