@@ -8,7 +8,7 @@
 #                (no optimisation), all tests
 #   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer, all tests
 #   build-tsan/  ThreadSanitizer, the tests named *concurrent* or *thread*
-# then the tests of tools/report.py and tools/heapprof.py, the fuzz targets for 45 s each
+# then the tests of tools/report.py (tools/heapprof.py's are a ctest), the fuzz targets for 45 s each
 # (tools/fuzz.sh: build-fuzz/, clang) and the smoke runs of tools/compare.sh
 # and tools/profile.sh (build-prof/).
 # Installs missing Debian packages first (needs root for that). Exits nonzero
@@ -76,9 +76,6 @@ done
 
 step "report tool: tools/test_report.py (medians, ratios, targets, tables)"
 python3 tools/test_report.py
-
-step "heap-profile reader: tools/test_heapprof.py (decoding, symbols, the leak report)"
-python3 tools/test_heapprof.py
 
 step "fuzzing: tools/fuzz.sh --time 45 (build-fuzz/: fuzz_conf, fuzz_malloc on their corpus)"
 tools/fuzz.sh --time 45
