@@ -56,42 +56,46 @@ for depth in 4 16 64; do
 	"$build/prof-cost" "$depth" 100000 | sed 's/^/  /'
 done
 
-times() { # file, rounds, workload, confs...
-	local f=$1 r=$2 wl=$3
-	shift 3
-	for _ in $(seq "$r"); do
-		for conf in "$@"; do
-			LD_PRELOAD=$pre PAGEALLOC_CONF=$conf /usr/bin/time -o "$tmp/t" -f "%e %M" \
-				"$build/$wl" >/dev/null 2>&1
-			echo "$wl $conf $(tail -1 "$tmp/t")" >>"$f"
-		done
-	done
-}
-
-summary() { # file, baseline conf
-	python3 - "$1" "$2" <<'PY'
-import collections, statistics as st, sys
-rows = collections.defaultdict(lambda: collections.defaultdict(list))
-for line in open(sys.argv[1]):
-    wl, conf, t, m = line.split()
-    rows[wl][conf].append((float(t), int(m)))
-base = sys.argv[2]
-for wl, confs in rows.items():
-    t0 = st.median(x[0] for x in confs[base])
-    for conf, v in confs.items():
+alternate() { # rounds, baseline conf, "workload conf conf..." ...:
+	# each workload under each conf, alternating, timed to the microsecond
+	# (wall) with its peak RSS; medians and ratios to the baseline
+	python3 - "$pre" "$build" "$@" <<'PY'
+import collections, os, statistics as st, sys, time
+pre, build, rounds, base = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+jobs = [job.split() for job in sys.argv[5:]]
+res = collections.defaultdict(list)
+for _ in range(rounds):
+    for wl, *confs in jobs:
+        for conf in confs:
+            env = dict(os.environ, LD_PRELOAD=pre, PAGEALLOC_CONF=conf)
+            # /usr/bin/time for the peak RSS: wait4's ru_maxrss would count
+            # this Python process's memory from before the exec.
+            rss_file = os.path.join(os.environ.get("TMPDIR", "/tmp"), "bench-prof.%d" % os.getpid())
+            argv = ["/usr/bin/time", "-o", rss_file, "-f", "%M", os.path.join(build, wl)]
+            t0 = time.perf_counter()
+            pid = os.posix_spawn(argv[0], argv, env,
+                                 file_actions=[(os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0)])
+            _, status, _ = os.wait4(pid, 0)
+            t = time.perf_counter() - t0
+            if status != 0:
+                sys.exit("%s %s: status %d" % (wl, conf, status))
+            with open(rss_file) as f:
+                rss = int(f.read().split()[-1]) / 1024
+            os.unlink(rss_file)
+            res[(wl, conf)].append((t, rss))
+for wl, *confs in jobs:
+    t0 = st.median(x[0] for x in res[(wl, base)])
+    for conf in confs:
+        v = res[(wl, conf)]
         t = st.median(x[0] for x in v)
-        m = st.median(x[1] for x in v) / 1024
-        print("  %-11s %-17s %6.3f s  x%.3f  peak RSS %6.1f MiB  (n=%d)"
-              % (wl, conf, t, t / t0, m, len(v)))
+        print("  %-11s %-17s %7.4f s  x%.3f  peak RSS %6.1f MiB  (n=%d)"
+              % (wl, conf, t, t / t0, st.median(x[1] for x in v), len(v)))
 PY
 }
 
 echo "== 3. workloads, prof=off against prof=on (medians of $rounds, alternating)"
-: >"$tmp/wl"
-for wl in wl-small wl-service wl-cxx; do
-	times "$tmp/wl" "$rounds" "$wl" prof=off prof=on
-done
-summary "$tmp/wl" prof=off
+alternate "$rounds" prof=off "wl-small prof=off prof=on" "wl-service prof=off prof=on" \
+	"wl-cxx prof=off prof=on"
 for wl in wl-small wl-service wl-cxx; do
 	off=$(LD_PRELOAD=$pre ir prof=off "$build/$wl")
 	on=$(LD_PRELOAD=$pre ir prof=on "$build/$wl")
@@ -99,7 +103,5 @@ for wl in wl-small wl-service wl-cxx; do
 done
 
 echo "== 4. wl-service by sampling rate (medians of $rounds, alternating)"
-: >"$tmp/rate"
-times "$tmp/rate" "$rounds" wl-service prof=off prof_sample=512K prof_sample=256K \
-	prof_sample=128K prof_sample=64K
-summary "$tmp/rate" prof=off
+alternate "$rounds" prof=off \
+	"wl-service prof=off prof_sample=512K prof_sample=256K prof_sample=128K prof_sample=64K"
