@@ -88,7 +88,7 @@ struct ref_key {
 	enum ref_type type;
 	size_t offset;
 	size_t min, max;      /* REF_SIZE: min; REF_UINT: [min, max] */
-	const char *words[4]; /* REF_WORD: the value stored is the word's index */
+	const char *words[6]; /* REF_WORD: the value stored is the word's index */
 };
 
 #define FIELD(f) offsetof(struct pa_config, f)
@@ -105,7 +105,23 @@ static const struct ref_key ref_keys[] = {
     {"thread_cache_total", REF_SIZE, FIELD(thread_cache_total), 0, SIZE_MAX, {NULL}},
     {"stats_print", REF_WORD, FIELD(stats_print), 0, 0, {"off", "on", NULL}},
     {"stats_file", REF_PATH, FIELD(stats_file), 0, PA_CONF_PATH_MAX - 1, {NULL}},
+    {"prof", REF_WORD, FIELD(prof), 0, 0, {"off", "on", NULL}},
+    {"prof_sample", REF_SIZE, FIELD(prof_sample), 1, SIZE_MAX, {NULL}},
+    {"prof_interval", REF_SIZE, FIELD(prof_interval), 0, SIZE_MAX, {NULL}},
+    {"prof_signal",
+     REF_WORD,
+     FIELD(prof_signal),
+     0,
+     0,
+     {"off", "SIGUSR1", "SIGUSR2", "SIGHUP", NULL}},
+    {"prof_prefix", REF_PATH, FIELD(prof_prefix), 0, PA_CONF_PATH_MAX - 1, {NULL}},
 };
+
+/* A REF_PATH key's string in c. */
+static char *path_of(struct pa_config *c, const struct ref_key *k)
+{
+	return (char *)c + k->offset;
+}
 #define NKEYS (sizeof(ref_keys) / sizeof(ref_keys[0]))
 
 static size_t *field_of(struct pa_config *c, const struct ref_key *k)
@@ -191,8 +207,8 @@ static int ref_apply(struct pa_config *c, const char *entry, size_t len)
 		case REF_PATH:
 			if (vlen > k->max)
 				return 0;
-			memcpy(c->stats_file, value, vlen);
-			c->stats_file[vlen] = '\0';
+			memcpy(path_of(c, k), value, vlen);
+			path_of(c, k)[vlen] = '\0';
 			return 1;
 		case REF_WORD:
 			for (size_t w = 0; k->words[w] != NULL; w++) {
@@ -226,9 +242,10 @@ static const char *first_difference(const struct pa_config *a, const struct pa_c
 	for (size_t i = 0; i < NKEYS; i++) {
 		const struct ref_key *k = &ref_keys[i];
 		if (k->type == REF_PATH) {
-			if (memchr(a->stats_file, '\0', sizeof(a->stats_file)) == NULL ||
-			    memchr(b->stats_file, '\0', sizeof(b->stats_file)) == NULL ||
-			    strcmp(a->stats_file, b->stats_file) != 0)
+			const char *pa = path_of((struct pa_config *)a, k);
+			const char *pb = path_of((struct pa_config *)b, k);
+			if (memchr(pa, '\0', PA_CONF_PATH_MAX) == NULL ||
+			    memchr(pb, '\0', PA_CONF_PATH_MAX) == NULL || strcmp(pa, pb) != 0)
 				return k->name;
 		} else if (value_of(a, k) != value_of(b, k)) {
 			return k->name;
@@ -246,8 +263,9 @@ static void check_ranges(const struct pa_config *c)
 		size_t words = 0;
 		switch (k->type) {
 		case REF_PATH:
-			CHECK(memchr(c->stats_file, '\0', sizeof(c->stats_file)) != NULL,
-			      "stats_file is not a string");
+			CHECK(memchr(path_of((struct pa_config *)c, k), '\0', PA_CONF_PATH_MAX) !=
+			          NULL,
+			      "%s is not a string", k->name);
 			break;
 		case REF_WORD:
 			while (k->words[words] != NULL)
