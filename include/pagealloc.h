@@ -153,6 +153,15 @@ PA_API size_t pa_scavenge(size_t bytes);
  *   prof_signal=off|SIGUSR1|SIGUSR2|SIGHUP  a signal that writes a profile
  *                     (installed only where the program left it at its
  *                     default; default off)
+ *   guard_sample=N    guarded sampling (docs/guarded.md): about one block in
+ *                     N (a mean of N * 64 bytes allocated between them) on
+ *                     pages of its own against a guard page, so an overflow,
+ *                     underflow or use after free faults and is reported in
+ *                     one line; 1: every block up to guard_max (default 0,
+ *                     off; off under valgrind and without thread caches)
+ *   guard_max=SIZE    the largest block guarded (default 64K)
+ *   guard_underflow=on|off  every other guarded block starts against the
+ *                     guard page before it (default off)
  * Scavenger keys take effect at once, also after the first allocation.
  */
 PA_API int pa_config_set(const char *key, const char *value);

@@ -27,6 +27,7 @@ struct pa_config pa_conf = {
     .thread_cache_total = (size_t)16 << 20,
     .prof = 1,
     .prof_sample = (size_t)512 << 10,
+    .guard_max = (size_t)64 << 10,
 };
 
 void (*config_on_change)(void);
@@ -77,6 +78,10 @@ static const struct conf_key conf_keys[] = {
     KEY(prof_interval, CONF_SIZE, 0, 0, NULL, "a size such as 1G, or 0 for none"),
     KEY(prof_signal, CONF_ENUM, 0, 0, prof_signal_names, "off, SIGUSR1, SIGUSR2 or SIGHUP"),
     KEY(prof_prefix, CONF_PATH, 0, 0, NULL, "a file name shorter than 256 bytes"),
+    KEY(guard_sample, CONF_UINT, 0, 1000000000, NULL,
+        "a whole number: 0 (off), 1 (every block) or N"),
+    KEY(guard_max, CONF_SIZE, 1, 0, NULL, "a size of at least 1 such as 64K"),
+    KEY(guard_underflow, CONF_ENUM, 0, 0, on_off, "on or off"),
 };
 #undef KEY
 

@@ -40,6 +40,11 @@ struct pa_config {
 	size_t prof_signal;                 /* 0 none, 1 SIGUSR1, 2 SIGUSR2, 3 SIGHUP: write one */
 	char prof_prefix[PA_CONF_PATH_MAX]; /* files PREFIX.PID.SEQ.KIND.pb.gz; "": none written
 	                                     * but pa_prof_dump's */
+	size_t guard_sample;                /* guarded sampling (guard.h): about one allocation
+	                                     * in this many is guarded; 0 off, 1 every one */
+	size_t guard_max;                   /* the largest block guarded */
+	size_t guard_underflow;             /* 1: every other guarded block starts against the
+	                                     * guard page before it, not its end after */
 };
 
 /* Called after pa_config_set / pa_config changed a key (set by pages.c so a

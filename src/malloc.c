@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "central.h"
+#include "guard.h"
 #include "large.h"
 #include "lock.h"
 #include "os.h"
@@ -45,6 +46,7 @@ static int malloc_ready_flag; /* 1 once malloc_init_locked ran (pages_once) */
 static void fork_prepare(void)
 {
 	prof_fork(PA_FORK_PREPARE);
+	guard_fork(PA_FORK_PREPARE);
 	sweep_fork(PA_FORK_PREPARE);
 	central_lock_all();
 	large_fork(PA_FORK_PREPARE);
@@ -59,6 +61,7 @@ static void fork_parent(void)
 	large_fork(PA_FORK_PARENT);
 	central_unlock_all();
 	sweep_fork(PA_FORK_PARENT);
+	guard_fork(PA_FORK_PARENT);
 	prof_fork(PA_FORK_PARENT);
 }
 
@@ -69,13 +72,14 @@ static void fork_child(void)
 	struct pa_tcache *tc = tcache_real();
 	if (tc != NULL) {
 		tc->prof.rng = 0;
-		tc->sample_left = prof_next_count(&tc->prof);
+		tcache_sample_start(tc);
 	}
 	span_fork(PA_FORK_CHILD);
 	tcache_fork_child();
 	central_reset_locks();
 	large_fork(PA_FORK_CHILD);
 	sweep_fork(PA_FORK_CHILD);
+	guard_fork(PA_FORK_CHILD);
 	prof_fork(PA_FORK_CHILD);
 }
 
@@ -135,7 +139,7 @@ static void *alloc_large(size_t n, size_t align, int zero);
 
 /* ---- heap-profile samples (prof.h) ----------------------------------------- */
 
-static void *small_alloc_slow(unsigned cls, size_t n);
+static void *small_alloc_slow(unsigned cls, size_t n, size_t align);
 static void *aligned_alloc_pow2(size_t align, size_t n);
 
 /* The functions a sample's stack is trimmed at (prof.h): the entry points
@@ -160,13 +164,24 @@ static int sample_attach(struct pa_tcache *tc, struct pa_span *s, size_t n, size
 	return 0;
 }
 
-/* Large block p of n bytes took the thread's count below zero: draw the next
- * and sample p. Returns p. */
-static void *__attribute__((noinline)) large_sampled(struct pa_tcache *tc, void *p, size_t n)
+static void free_large(struct pa_span *s);
+
+/* Large block p of n bytes (for an `align`-aligned request) took the
+ * thread's count below zero: what came due, a guarded block (guard.h) in
+ * its place, or a sample of p. Returns the block to hand out. */
+static void *__attribute__((noinline))
+large_sampled(struct pa_tcache *tc, void *p, size_t n, size_t align)
 {
-	tc->sample_left = prof_next_count(&tc->prof);
+	unsigned fired = tcache_sample_fire(tc);
 	struct pa_span *s = pagemap_lookup((uintptr_t)p);
-	if (prof_active())
+	if ((fired & TCACHE_FIRED_GUARD) && !tc->prof.busy) {
+		void *q = guard_alloc(n, align);
+		if (q != NULL) {
+			free_large(s);
+			return q;
+		}
+	}
+	if ((fired & TCACHE_FIRED_PROF) && prof_active())
 		sample_attach(tc, s, n, s->npages * PA_PAGE_SIZE);
 	return p;
 }
@@ -176,28 +191,30 @@ static void *__attribute__((noinline)) large_sampled(struct pa_tcache *tc, void 
  * blocks are large has none: without one they would go unsampled). The
  * call is kept a call, not a jump, so its caller's frame stays on the
  * stack for the trimming. */
-static inline void *large_count_sample(void *p, size_t n)
+static inline void *large_count_sample(void *p, size_t n, size_t align)
 {
 	struct pa_tcache *tc;
 	if (p != NULL && (tc = tcache_get()) != NULL &&
 	    __builtin_expect((tc->sample_left -= (int64_t)n) < 0, 0)) {
-		p = large_sampled(tc, p, n);
+		p = large_sampled(tc, p, n, align);
 		__asm__ volatile("" ::: "memory");
 	}
 	return p;
 }
 
-/* A large block of n bytes at an `align`-aligned address (a power of two);
- * with zero, the first n bytes read as zero. */
+/* A large block of n bytes at an `align`-aligned address (a power of two:
+ * the program's, 16 for malloc; the heap's blocks are page-aligned
+ * whatever it is); with zero, the first n bytes read as zero. */
 static void *__attribute__((noinline)) alloc_large(size_t n, size_t align, int zero)
 {
 	if (align <= PA_PAGE_SIZE && n <= PA_LARGE_SLOT_MAX_PAGES * PA_PAGE_SIZE) {
 		/* The newest large slot, same size: no errno, no search. */
 		void *p = large_take_newest(&tcache_self->large, n, zero);
 		if (p != NULL)
-			return large_count_sample(p, n);
+			return large_count_sample(p, n, align);
 	}
-	return large_count_sample(alloc_large_slow(n, align, zero), n);
+	return large_count_sample(
+	    alloc_large_slow(n, align < PA_PAGE_SIZE ? PA_PAGE_SIZE : align, zero), n, align);
 }
 
 static void *__attribute__((noinline)) alloc_large_slow(size_t n, size_t align, int zero)
@@ -274,9 +291,9 @@ static inline size_t span_usable_of(const struct pa_span *s, const void *p)
 
 /* ---- small objects ------------------------------------------------------- */
 
-static void *small_sampled(struct pa_tcache *tc, unsigned cls, size_t n, void *o);
+static void *small_sampled(struct pa_tcache *tc, unsigned cls, size_t n, size_t align, void *o);
 
-static void *__attribute__((noinline)) small_alloc_slow(unsigned cls, size_t n)
+static void *__attribute__((noinline)) small_alloc_slow(unsigned cls, size_t n, size_t align)
 {
 	int saved = errno; /* a success leaves errno alone, whatever the OS said */
 	if (malloc_ready() != 0) {
@@ -298,15 +315,16 @@ static void *__attribute__((noinline)) small_alloc_slow(unsigned cls, size_t n)
 	}
 	struct pa_tcache *tc = tcache_real();
 	if (tc != NULL && __builtin_expect((tc->sample_left -= (int64_t)n) < 0, 0)) {
-		p = small_sampled(tc, cls, n, p);
+		p = small_sampled(tc, cls, n, align, p);
 		__asm__ volatile("" ::: "memory");
 	}
 	return p;
 }
 
 /* Object of class cls for a request of n bytes (n: for the sampler and
- * valgrind). */
-static inline void *small_alloc(unsigned cls, size_t n)
+ * valgrind) at an `align`-aligned address (a constant where it is inlined:
+ * only the sampler's calls read it). */
+static inline void *small_alloc(unsigned cls, size_t n, size_t align)
 {
 	struct pa_tcache *tc = tcache_self;
 	void **o = tc->head[cls];
@@ -328,13 +346,13 @@ static inline void *small_alloc(unsigned cls, size_t n)
 		 * and a branch. The call below stays a call (the asm), so the
 		 * entry point's frame stays on the stack for the trimming. */
 		if (__builtin_expect((tc->sample_left -= (int64_t)n) < 0, 0)) {
-			void *q = small_sampled(tc, cls, n, o);
+			void *q = small_sampled(tc, cls, n, align, o);
 			__asm__ volatile("" ::: "memory");
 			return q;
 		}
 		return o;
 	}
-	return small_alloc_slow(cls, n);
+	return small_alloc_slow(cls, n, align);
 }
 
 /* pa_free of checked block p past the fast path: a large object, or a full
@@ -440,16 +458,6 @@ static _Noreturn void __attribute__((noinline, cold)) block_fault(const char *fu
 	span_report(func, p, (enum pa_obj_fault)block_check(p, &s));
 }
 
-/* The span of live block p; a bad pointer is reported under the name of
- * `func` (abort). */
-static inline struct pa_span *block_span(const char *func, void *p)
-{
-	struct pa_span *s;
-	if (__builtin_expect(block_check(p, &s) >= 0, 0))
-		block_fault(func, p);
-	return s;
-}
-
 static void free_sized_other(void *p, size_t size, const char *func);
 
 /* Checked block p onto this thread's list of its class, or free_slow. With
@@ -485,16 +493,26 @@ static inline void free_block(struct pa_span *s, void *p)
 	free_block_as(s, p, 0, NULL);
 }
 
-/* Small block o of class cls, for n bytes, took the thread's count below
- * zero: draw the next, and hand out instead a sampled block with a page of
- * its own (prof.h), o going back to the list. Without the profiler (off,
- * or busy in this thread) o itself. */
+/* Small block o of class cls, for n bytes at an `align`-aligned address,
+ * took the thread's count below zero: hand out instead what came due, a
+ * guarded block (guard.h) or a sampled block with a page of its own
+ * (prof.h), o going back to the list. Without either (off, busy in this
+ * thread, or out of room) o itself. */
 static void *__attribute__((noinline))
-small_sampled(struct pa_tcache *tc, unsigned cls, size_t n, void *o)
+small_sampled(struct pa_tcache *tc, unsigned cls, size_t n, size_t align, void *o)
 {
-	tc->sample_left = prof_next_count(&tc->prof);
+	unsigned fired = tcache_sample_fire(tc);
+	if (tc->prof.busy)
+		return o;
+	if (fired & TCACHE_FIRED_GUARD) {
+		void *q = guard_alloc(n, align);
+		if (q != NULL) {
+			free_block(pagemap_lookup((uintptr_t)o), o);
+			return q;
+		}
+	}
 	size_t usable = pa_sizeclasses[cls].size;
-	if (!prof_active() || tc->prof.busy)
+	if (!(fired & TCACHE_FIRED_PROF) || !prof_active())
 		return o;
 	void *p = large_alloc(usable, PA_PAGE_SIZE, 0, &tc->large, &tc->spares);
 	if (p == NULL)
@@ -513,8 +531,8 @@ small_sampled(struct pa_tcache *tc, unsigned cls, size_t n, void *o)
 void *pa_malloc(size_t n)
 {
 	if (__builtin_expect(n <= PA_SC_MAX_SMALL, 1))
-		return small_alloc(pa_size_to_class(n), n);
-	return alloc_large(n, PA_PAGE_SIZE, 0);
+		return small_alloc(pa_size_to_class(n), n, 16);
+	return alloc_large(n, 16, 0);
 }
 
 /* pa_free of a block that failed the fast checks: NULL, a bad pointer
@@ -524,8 +542,13 @@ static void __attribute__((noinline)) free_other(void *p)
 	struct pa_span *s;
 	if (p == NULL)
 		return;
-	if (block_check(p, &s) >= 0)
+	if (block_check(p, &s) >= 0) {
+		if (guard_owns(p)) {
+			guard_free("free", p);
+			return;
+		}
 		block_fault("free", p);
+	}
 	free_block(s, p);
 }
 
@@ -540,6 +563,21 @@ void pa_free(void *p)
 	free_block(s, p);
 }
 
+/* A free_sized or free_aligned_sized of p that failed the page map's checks:
+ * a guarded block (guard.h) of at least size bytes aligned to `alignment`
+ * is freed, anything else reported. */
+static void __attribute__((noinline, cold))
+free_guarded_sized(void *p, size_t size, size_t alignment, const char *func)
+{
+	if (!guard_owns(p))
+		block_fault(func, p);
+	if (size > guard_size(func, p))
+		span_report(func, p, PA_OBJ_BAD_SIZE);
+	if (alignment != 0 && ((uintptr_t)p & (alignment - 1)) != 0)
+		span_report(func, p, PA_OBJ_BAD_ALIGN);
+	guard_free(func, p);
+}
+
 /* pa_free_sized under the name of `func`: a size larger than the block's
  * usable size (span_usable_of: its class size or pages; under memcheck the
  * size asked for) is a fault, named "wrong size"; any size up to it, 0
@@ -548,7 +586,11 @@ static inline void free_sized_as(void *p, size_t size, const char *func)
 {
 	if (p == NULL)
 		return;
-	struct pa_span *s = block_span(func, p);
+	struct pa_span *s;
+	if (block_check(p, &s) >= 0) {
+		free_guarded_sized(p, size, 0, func);
+		return;
+	}
 	if (size > span_usable_of(s, p))
 		span_report(func, p, PA_OBJ_BAD_SIZE);
 	free_block(s, p);
@@ -569,7 +611,11 @@ void pa_free_aligned_sized(void *p, size_t alignment, size_t size)
 {
 	if (p == NULL)
 		return;
-	struct pa_span *s = block_span("free_aligned_sized", p);
+	struct pa_span *s;
+	if (block_check(p, &s) >= 0) {
+		free_guarded_sized(p, size, alignment, "free_aligned_sized");
+		return;
+	}
 	if (size > span_usable_of(s, p))
 		span_report("free_aligned_sized", p, PA_OBJ_BAD_SIZE);
 	if (alignment != 0 && ((uintptr_t)p & (alignment - 1)) != 0)
@@ -585,8 +631,8 @@ void *pa_calloc(size_t n, size_t size)
 		return NULL;
 	}
 	if (total > PA_SC_MAX_SMALL)
-		return alloc_large(total, PA_PAGE_SIZE, 1);
-	void *p = small_alloc(pa_size_to_class(total), total);
+		return alloc_large(total, 16, 1);
+	void *p = small_alloc(pa_size_to_class(total), total, 16);
 	if (p != NULL)
 		memset(p, 0, total);
 	return p;
@@ -604,7 +650,7 @@ static void *aligned_alloc_pow2(size_t align, size_t n)
 		while (cls < PA_SC_NUM_CLASSES && pa_sizeclasses[cls].size % align != 0)
 			cls++;
 		if (cls < PA_SC_NUM_CLASSES)
-			return small_alloc(cls, n);
+			return small_alloc(cls, n, align);
 	}
 	return alloc_large(n, align, 0);
 }
@@ -668,7 +714,13 @@ size_t pa_malloc_usable_size(void *p)
 {
 	if (p == NULL)
 		return 0;
-	return span_usable_of(block_span("malloc_usable_size", p), p);
+	struct pa_span *s;
+	if (block_check(p, &s) >= 0) {
+		if (!guard_owns(p))
+			block_fault("malloc_usable_size", p);
+		return guard_size("malloc_usable_size", p);
+	}
+	return span_usable_of(s, p);
 }
 
 /* Can the block of small span s hold n bytes where it is? Shrinking it to
@@ -679,6 +731,21 @@ static int fits_in_place(const struct pa_span *s, size_t n)
 	return n <= span_size(s) && (n > span_size(s) / 2 || s->cls == 1);
 }
 
+/* pa_realloc of p, which failed the page map's checks: a guarded block
+ * (guard.h) moves to a new block, anything else is reported. */
+static void *__attribute__((noinline, cold)) realloc_guarded(void *p, size_t n)
+{
+	if (!guard_owns(p))
+		block_fault("realloc", p);
+	size_t old = guard_size("realloc", p);
+	void *q = pa_malloc(n);
+	if (q == NULL)
+		return NULL;
+	memcpy(q, p, old < n ? old : n);
+	guard_free("realloc", p);
+	return q;
+}
+
 void *pa_realloc(void *p, size_t n)
 {
 	if (p == NULL)
@@ -687,7 +754,9 @@ void *pa_realloc(void *p, size_t n)
 		pa_free(p);
 		return NULL;
 	}
-	struct pa_span *s = block_span("realloc", p);
+	struct pa_span *s;
+	if (block_check(p, &s) >= 0)
+		return realloc_guarded(p, n);
 	if (vg_active())
 		goto move; /* memcheck knows the block by its requested size */
 	if (s->cls != 0 ? fits_in_place(s, n)

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 struct pa_msg {
-	char buf[256];
+	char buf[2048]; /* a guarded block's report holds two stacks (guard.h) */
 	size_t len;
 };
 

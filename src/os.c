@@ -103,6 +103,11 @@ int os_commit(void *addr, size_t size)
 	return mprotect(addr, size, PROT_READ | PROT_WRITE) == 0 ? 0 : -1;
 }
 
+int os_protect_none(void *addr, size_t size)
+{
+	return mprotect(addr, size, PROT_NONE) == 0 ? 0 : -1;
+}
+
 void *os_alloc(size_t size)
 {
 	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -429,6 +434,40 @@ void os_signal_default_and_raise(int sig)
 	sigemptyset(&sa.sa_mask);
 	sigaction(sig, &sa, NULL);
 	raise(sig);
+}
+
+/* The SIGSEGV disposition os_fault_catch replaced: written once, before the
+ * new handler can run, and read only by os_fault_chain. */
+static struct sigaction fault_prev;
+
+int os_fault_catch(void (*handler)(int, void *, void *))
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = (void (*)(int, siginfo_t *, void *))handler;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+	return sigaction(SIGSEGV, &sa, &fault_prev) == 0 ? 0 : -1;
+}
+
+void os_fault_chain(int sig, void *info, void *ctx)
+{
+	if (fault_prev.sa_flags & SA_SIGINFO) {
+		fault_prev.sa_sigaction(sig, info, ctx);
+		return;
+	}
+	if (fault_prev.sa_handler == SIG_IGN)
+		return;
+	if (fault_prev.sa_handler == SIG_DFL) {
+		os_signal_default_and_raise(sig);
+		return;
+	}
+	fault_prev.sa_handler(sig);
+}
+
+uintptr_t os_fault_addr(const void *info)
+{
+	return (uintptr_t)((const siginfo_t *)info)->si_addr;
 }
 
 void os_block_signals(void)

@@ -28,6 +28,9 @@ size_t os_addr_space_limit(void);
 /* Make a reserved range readable and writable. 0 or -1. */
 int os_commit(void *addr, size_t size);
 
+/* Make a range inaccessible (PROT_NONE): any access faults. 0 or -1. */
+int os_protect_none(void *addr, size_t size);
+
 /* Allocate zeroed read-write memory for metadata (NULL on failure). */
 void *os_alloc(size_t size);
 
@@ -129,6 +132,20 @@ int os_signal_catch_if_default(int sig, void (*handler)(int));
  * the signal stays blocked until the handler returns, then kills as usual.
  * Async-signal-safe. */
 void os_signal_default_and_raise(int sig);
+
+/* Catch SIGSEGV with handler(sig, siginfo, ucontext) (SA_SIGINFO, on the
+ * thread's alternate stack if it has one), keeping the disposition it
+ * replaces for os_fault_chain. 0 or -1. */
+int os_fault_catch(void (*handler)(int, void *, void *));
+
+/* From the handler, a fault that is not ours: hand it to the disposition
+ * os_fault_catch replaced (its handler called; SIG_DFL restored and the
+ * signal raised, so the process dies of it when the handler returns;
+ * SIG_IGN: nothing). Async-signal-safe. */
+void os_fault_chain(int sig, void *info, void *ctx);
+
+/* The faulting address a siginfo_t names (si_addr). */
+uintptr_t os_fault_addr(const void *info);
 
 /* 64 unpredictable bits (the kernel's AT_RANDOM bytes mixed with the clock). */
 uint64_t os_random_seed(void);

@@ -137,15 +137,20 @@ static uint64_t prof_rand(struct prof_thread *pt)
 	return x * 0x2545F4914F6CDD1DULL;
 }
 
+int64_t prof_draw(struct prof_thread *pt, double mean)
+{
+	/* U uniform in (0, 1]: 53 random bits, plus one so it is never 0. */
+	double u = (double)((prof_rand(pt) >> 11) + 1) * (1.0 / 9007199254740992.0);
+	double next = -prof_ln(u) * mean;
+	return next >= 9.0e18 ? INT64_MAX : (int64_t)next;
+}
+
 int64_t prof_next_count(struct prof_thread *pt)
 {
 	size_t mean = __atomic_load_n(&pa_conf.prof_sample, __ATOMIC_RELAXED);
 	if (!prof_active())
 		return (int64_t)(mean < ((size_t)1 << 50) ? mean * 64 : (size_t)1 << 56);
-	/* U uniform in (0, 1]: 53 random bits, plus one so it is never 0. */
-	double u = (double)((prof_rand(pt) >> 11) + 1) * (1.0 / 9007199254740992.0);
-	double next = -prof_ln(u) * (double)mean;
-	return next >= 9.0e18 ? INT64_MAX : (int64_t)next;
+	return prof_draw(pt, (double)mean);
 }
 
 /* Memory for buckets and records, under prof_lock: NULL when out. */
@@ -190,9 +195,7 @@ static int is_entry(uintptr_t fn)
 	return 0;
 }
 
-/* The calling program's stack, the allocator's frames trimmed, into
- * pc[PROF_MAX_DEPTH]; returns its depth. */
-static unsigned capture_stack(uintptr_t *pc)
+unsigned prof_stack(uintptr_t *pc, unsigned max)
 {
 	uintptr_t raw[PROF_CAPTURE], fn[PROF_CAPTURE];
 	unsigned n = stack_capture(raw, fn, PROF_CAPTURE);
@@ -203,8 +206,8 @@ static unsigned capture_stack(uintptr_t *pc)
 		if (is_entry(fn[i]))
 			first = i + 1;
 	unsigned depth = n - first;
-	if (depth > PROF_MAX_DEPTH)
-		depth = PROF_MAX_DEPTH;
+	if (depth > max)
+		depth = max;
 	memcpy(pc, raw + first, depth * sizeof(pc[0]));
 	return depth;
 }
@@ -379,7 +382,7 @@ struct prof_sample *prof_record(struct prof_thread *pt, size_t n, size_t usable,
 		return NULL;
 	pt->busy = 1;
 	uintptr_t pc[PROF_MAX_DEPTH];
-	unsigned depth = capture_stack(pc);
+	unsigned depth = prof_stack(pc, PROF_MAX_DEPTH);
 	size_t mean = pa_conf.prof_sample;
 	double weight = 1 / prof_one_minus_exp_neg((double)n / (double)(mean != 0 ? mean : 1));
 	double bytes = weight * (double)n;

@@ -75,6 +75,15 @@ struct prof_sample;
  * prof being turned on within that many bytes). */
 int64_t prof_next_count(struct prof_thread *pt);
 
+/* An exponential draw of the given mean from pt's generator (the guarded
+ * sampler's count too: guard.h). */
+int64_t prof_draw(struct prof_thread *pt, double mean);
+
+/* The calling program's stack, the allocator's frames trimmed (the
+ * section pa_prof_entry, above), into pc[max]; returns its depth. Takes no
+ * lock and allocates nothing. */
+unsigned prof_stack(uintptr_t *pc, unsigned max);
+
 /* Is sampling on now (prof=on and not under memcheck)? */
 int prof_active(void);
 

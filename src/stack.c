@@ -8,6 +8,7 @@
 #include "stack.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <string.h>
 
 #include "os.h"
@@ -547,4 +548,13 @@ __attribute__((noinline)) unsigned stack_capture(uintptr_t *pc, uintptr_t *fn, u
 		exact = 0;
 	}
 	return n;
+}
+
+const char *stack_object(uintptr_t pc, uintptr_t *base)
+{
+	struct dl_find_object obj;
+	if (_dl_find_object((void *)pc, &obj) != 0 || obj.dlfo_link_map == NULL)
+		return NULL;
+	*base = (uintptr_t)obj.dlfo_link_map->l_addr;
+	return obj.dlfo_link_map->l_name != NULL ? obj.dlfo_link_map->l_name : "";
 }

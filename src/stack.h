@@ -42,4 +42,10 @@
  * function, from its FDE). Returns the number of frames. */
 unsigned stack_capture(uintptr_t *pc, uintptr_t *fn, unsigned max);
 
+/* The file of the object that holds pc (its link map's name: "" for the
+ * main program) and its load bias in *base (pc - *base is the address
+ * addr2line -e FILE takes); NULL when no object holds pc. Lock-free and
+ * async-signal-safe (_dl_find_object). */
+const char *stack_object(uintptr_t pc, uintptr_t *base);
+
 #endif

@@ -7,6 +7,7 @@
 
 #include "central.h"
 #include "config.h"
+#include "guard.h"
 #include "large.h"
 #include "lock.h"
 #include "meta.h"
@@ -67,6 +68,43 @@ static void tcache_release(struct pa_tcache *tc)
 }
 
 /* Build the calling thread's cache; NULL when out of memory or exiting. */
+/* Aim the count at the nearer of the two events. */
+static void sample_aim(struct pa_tcache *tc)
+{
+	int64_t next = tc->prof_left < tc->guard_left ? tc->prof_left : tc->guard_left;
+	tc->sample_set = next;
+	tc->sample_left = next;
+}
+
+void tcache_sample_start(struct pa_tcache *tc)
+{
+	tc->prof_left = prof_next_count(&tc->prof);
+	tc->guard_left = guard_next_count(&tc->prof);
+	sample_aim(tc);
+}
+
+unsigned tcache_sample_fire(struct pa_tcache *tc)
+{
+	/* The bytes counted since the count was aimed, the block that took
+	 * it below zero included. */
+	int64_t used = tc->sample_set - tc->sample_left;
+	unsigned fired = 0;
+	if ((tc->prof_left -= used) < 0) {
+		fired |= TCACHE_FIRED_PROF;
+		tc->prof_left = prof_next_count(&tc->prof);
+	}
+	if (tc->guard_left != INT64_MAX && (tc->guard_left -= used) < 0) {
+		fired |= TCACHE_FIRED_GUARD;
+		tc->guard_left = guard_next_count(&tc->prof);
+	} else if (tc->guard_left == INT64_MAX) {
+		/* Off until now: guarded sampling turned on since is noticed
+		 * here, within a heap-profile count. */
+		tc->guard_left = guard_next_count(&tc->prof);
+	}
+	sample_aim(tc);
+	return fired;
+}
+
 static struct pa_tcache *tcache_build(void)
 {
 	if (tcache_self == &tcache_gone ||
@@ -79,7 +117,7 @@ static struct pa_tcache *tcache_build(void)
 		tcache_list_set(tc, cls, 0, 1);
 	tc->prof.rng = 0;
 	tc->prof.busy = 0;
-	tc->sample_left = prof_next_count(&tc->prof);
+	tcache_sample_start(tc);
 	claim_note(tc, 0);
 	lock_acquire(&registry_lock);
 	tc->next = registry;

@@ -99,7 +99,13 @@ struct pa_tcache {
 	 * sample (prof.h): every malloc subtracts its size, the one that
 	 * takes it below 0 is sampled and draws it again. */
 	int64_t sample_left;
-	struct prof_thread prof;         /* the thread's sampler */
+	struct prof_thread prof; /* the thread's sampler */
+	/* sample_left counts to the nearer of two events: the next heap-profile
+	 * sample (prof_left bytes away when it was aimed) and the next guarded
+	 * block (guard_left: guard.h; INT64_MAX while guarded sampling is off).
+	 * sample_set: what it was aimed at, so the slow path knows the bytes
+	 * counted since (tcache_sample_fire). The fast path reads none of them. */
+	int64_t sample_set, prof_left, guard_left;
 	struct pa_large_slots large;     /* large objects freed by this thread (large.h),
 	                                  * handed to large.c's functions */
 	uint32_t slow;                   /* slow paths taken: the budget is checked every 8th */
@@ -131,6 +137,17 @@ static inline struct pa_tcache *tcache_real(void)
 }
 
 struct pa_tcache *tcache_get_slow(void);
+
+/* Draw both of tc's counts afresh (a new cache, a forked child) and aim
+ * sample_left at the nearer. */
+void tcache_sample_start(struct pa_tcache *tc);
+
+/* tc's sample_left went below zero: which events came due (TCACHE_FIRED_
+ * bits: a heap-profile sample, a guarded block), their counts drawn again
+ * and sample_left aimed anew. */
+#define TCACHE_FIRED_PROF 1u
+#define TCACHE_FIRED_GUARD 2u
+unsigned tcache_sample_fire(struct pa_tcache *tc);
 
 /* The calling thread's cache, built if it has none yet; NULL when it cannot
  * have one (thread_cache off, memcheck, out of memory, or exiting). */

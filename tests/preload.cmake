@@ -148,3 +148,15 @@ foreach(mode pkgconfig cmake preload)
 	# -j2) left one reading the other's libdir.
 	set_tests_properties(install_${mode} PROPERTIES RESOURCE_LOCK pa_install_tree)
 endforeach()
+
+# ---- guarded sampling: a one-byte overflow caught, C (malloc) and C++ (new[]) ----
+#   preload_guard_c, preload_guard_cxx
+#                           guard.sh: with guard_sample=1 a write one byte past
+#                           a block dies of SIGSEGV after one
+#                           "pagealloc: heap-buffer-overflow at ..." line
+add_executable(preload_guard_c ${PA_PT_DIR}/guard_overflow.c)
+add_executable(preload_guard_cxx ${PA_PT_DIR}/guard_overflow.cc)
+pa_preload_test(preload_guard_c bash ${PA_PT_DIR}/guard.sh ${PA_PT_PRELOAD}
+	$<TARGET_FILE:preload_guard_c> 32)
+pa_preload_test(preload_guard_cxx bash ${PA_PT_DIR}/guard.sh ${PA_PT_PRELOAD}
+	$<TARGET_FILE:preload_guard_cxx> 48)

@@ -57,6 +57,10 @@ LAYERS = [
     ("page heap", ["pageheap"]),
     ("chunks", ["chunk"]),
     ("summaries", ["summary"]),
+    # Guarded sampling: the guarded pool, its records and its SIGSEGV
+    # handler (called by the malloc layer and the thread caches; it draws
+    # its counts and stacks from the profiler).
+    ("guarded sampling", ["guard"]),
     # Heap profiles: the sampler and its sites (called by the malloc layer and
     # the thread caches), and their encoding in pprof's format.
     ("profiles", ["prof"]),
