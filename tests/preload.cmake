@@ -150,7 +150,7 @@ foreach(mode pkgconfig cmake preload)
 endforeach()
 
 # ---- guarded sampling: a one-byte overflow caught, C (malloc) and C++ (new[]) ----
-#   preload_guard_c, preload_guard_cxx
+#   preload_guard_c, preload_guard_cxx, preload_guard_run (pagealloc run --guard-all)
 #                           guard.sh: with guard_sample=1 a write one byte past
 #                           a block dies of SIGSEGV after one
 #                           "pagealloc: heap-buffer-overflow at ..." line
@@ -160,3 +160,6 @@ pa_preload_test(preload_guard_c bash ${PA_PT_DIR}/guard.sh ${PA_PT_PRELOAD}
 	$<TARGET_FILE:preload_guard_c> 32)
 pa_preload_test(preload_guard_cxx bash ${PA_PT_DIR}/guard.sh ${PA_PT_PRELOAD}
 	$<TARGET_FILE:preload_guard_cxx> 48)
+# The same through `pagealloc run --guard-all`.
+pa_preload_test(preload_guard_run bash ${PA_PT_DIR}/guard.sh ${PA_PT_PRELOAD}
+	$<TARGET_FILE:preload_guard_c> 32 ${PROJECT_BINARY_DIR}/pagealloc)

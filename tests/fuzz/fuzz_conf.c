@@ -115,6 +115,9 @@ static const struct ref_key ref_keys[] = {
      0,
      {"off", "SIGUSR1", "SIGUSR2", "SIGHUP", NULL}},
     {"prof_prefix", REF_PATH, FIELD(prof_prefix), 0, PA_CONF_PATH_MAX - 1, {NULL}},
+    {"guard_sample", REF_UINT, FIELD(guard_sample), 0, 1000000000, {NULL}},
+    {"guard_max", REF_SIZE, FIELD(guard_max), 1, SIZE_MAX, {NULL}},
+    {"guard_underflow", REF_WORD, FIELD(guard_underflow), 0, 0, {"off", "on", NULL}},
 };
 
 /* A REF_PATH key's string in c. */

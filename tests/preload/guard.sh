@@ -8,24 +8,34 @@
 # the pointer the program announced, ADDR = PTR + SIZE, and STACK naming
 # the program's own frame (NAME+0xOFFSET).
 #
-#   guard.sh PRELOAD_SO PROGRAM SIZE
+#   guard.sh PRELOAD_SO PROGRAM SIZE [PAGEALLOC]
+#
+# With PAGEALLOC (the build tree's `pagealloc` command) the program runs as
+# `pagealloc run --quiet --guard-all -- PROGRAM` instead: the same line
+# first, pagealloc's own "pagealloc: PROGRAM was killed by signal 11
+# (SIGSEGV)" last (the shell's "Segmentation fault" may come between), and
+# pagealloc exits with the program's status.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=common.sh
 . "$here/common.sh"
 
-[ $# = 3 ] || {
-	sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2
+[ $# = 3 ] || [ $# = 4 ] || {
+	sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
-PA_PRELOAD=$1 program=$2 size=$3
+PA_PRELOAD=$1 program=$2 size=$3 pagealloc=${4:-}
 [ -f "$PA_PRELOAD" ] || fail "no preload library at $PA_PRELOAD"
 make_tmp
 ulimit -c 0
 
 status=0
-env LD_PRELOAD="$PA_PRELOAD" PAGEALLOC_CONF=guard_sample=1 \
-	"$program" >"$tmp/out" 2>"$tmp/err" || status=$?
+if [ -n "$pagealloc" ]; then
+	"$pagealloc" run --quiet --guard-all -- "$program" >"$tmp/out" 2>"$tmp/err" || status=$?
+else
+	env LD_PRELOAD="$PA_PRELOAD" PAGEALLOC_CONF=guard_sample=1 \
+		"$program" >"$tmp/out" 2>"$tmp/err" || status=$?
+fi
 
 show() {
 	echo "stdout:" >&2
@@ -37,6 +47,13 @@ show() {
 ptr=$(sed -n 's/^pointer \(0x[0-9a-f]*\)$/\1/p' "$tmp/out")
 [ -n "$ptr" ] || { show; fail "the program did not announce its pointer (exit status $status)"; }
 [ $status = $((128 + 11)) ] || { show; fail "exit status $status, not 139 (SIGSEGV)"; }
+if [ -n "$pagealloc" ]; then
+	last=$(tail -n 1 "$tmp/err")
+	[ "$last" = "pagealloc: $program was killed by signal 11 (SIGSEGV)" ] ||
+		{ show; fail "pagealloc run's last line is not that $program was killed by SIGSEGV"; }
+	head -n 1 "$tmp/err" >"$tmp/first"
+	mv "$tmp/first" "$tmp/err"
+fi
 lines=$(wc -l <"$tmp/err")
 [ "$lines" = 1 ] || { show; fail "$lines lines on stderr, not exactly one"; }
 addr=$(printf '0x%x' $((ptr + size)))
