@@ -29,7 +29,8 @@ struct Node {
 
 Node *volatile leaked; // a list the program forgets
 
-namespace store {
+namespace store
+{
 
 PROG_NOINLINE void make_nodes(int n)
 {
