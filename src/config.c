@@ -27,6 +27,7 @@ struct pa_config pa_conf = {
     .thread_cache_total = (size_t)16 << 20,
     .prof = 1,
     .prof_sample = (size_t)512 << 10,
+    .live = 1,
 };
 
 void (*config_on_change)(void);
@@ -77,6 +78,7 @@ static const struct conf_key conf_keys[] = {
     KEY(prof_interval, CONF_SIZE, 0, 0, NULL, "a size such as 1G, or 0 for none"),
     KEY(prof_signal, CONF_ENUM, 0, 0, prof_signal_names, "off, SIGUSR1, SIGUSR2 or SIGHUP"),
     KEY(prof_prefix, CONF_PATH, 0, 0, NULL, "a file name shorter than 256 bytes"),
+    KEY(live, CONF_ENUM, 0, 0, on_off, "on or off"),
 };
 #undef KEY
 

@@ -40,6 +40,8 @@ struct pa_config {
 	size_t prof_signal;                 /* 0 none, 1 SIGUSR1, 2 SIGUSR2, 3 SIGHUP: write one */
 	char prof_prefix[PA_CONF_PATH_MAX]; /* files PREFIX.PID.SEQ.KIND.pb.gz; "": none written
 	                                     * but pa_prof_dump's */
+	size_t live;                        /* 1: publish the heap's figures in a live file
+	                                     * that `pagealloc stat` reads (live.h) */
 };
 
 /* Called after pa_config_set / pa_config changed a key (set by pages.c so a
