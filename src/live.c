@@ -28,12 +28,11 @@
 
 /* The figures, in file order; live_figures fills them in this order. */
 static const char *const figure_names[] = {
-    "heap_sys",          "heap_inuse",     "heap_alloc",       "heap_idle",
-    "heap_released",     "span_released",  "heap_usage",       "max_fragmentation",
-    "live_objects",      "large_objects",  "large_bytes",      "thread_caches",
-    "cached_bytes",      "stashed_bytes",  "rss",              "scavenger_cpu_ns",
-    "released_total",    "release_calls",  "cache_free",       "metadata",
-    "memory_limit",      "limit_overruns", "updates",          "stories",
+    "heap_sys",         "heap_inuse",     "heap_alloc",        "heap_idle",     "heap_released",
+    "span_released",    "heap_usage",     "max_fragmentation", "live_objects",  "large_objects",
+    "large_bytes",      "thread_caches",  "cached_bytes",      "stashed_bytes", "rss",
+    "scavenger_cpu_ns", "released_total", "release_calls",     "cache_free",    "metadata",
+    "memory_limit",     "limit_overruns", "updates",           "stories",
 };
 #define NFIGURES (sizeof(figure_names) / sizeof(figure_names[0]))
 _Static_assert(NFIGURES <= LIVE_MAX_FIGURES, "the figures fit their slots");
@@ -44,10 +43,10 @@ _Static_assert(NFIGURES <= LIVE_MAX_FIGURES, "the figures fit their slots");
  * once path is complete.
  */
 static struct {
-	int pid;                   /* the process this state was set up for */
-	int owner;                 /* pid that made the file at path, 0: none */
+	int pid;                    /* the process this state was set up for */
+	int owner;                  /* pid that made the file at path, 0: none */
 	struct pa_live_header *map; /* the file, LIVE_FILE_BYTES mapped shared */
-	uint64_t last_ns;          /* CLOCK_MONOTONIC of the last refresh */
+	uint64_t last_ns;           /* CLOCK_MONOTONIC of the last refresh */
 	uint64_t updates, stories;
 	struct pa_malloc_stats ms; /* scratch (4.6 KiB: not on the thread's stack) */
 	char path[LIVE_PATH_MAX];
@@ -193,12 +192,12 @@ static void live_figures(uint64_t *v)
 	pa_malloc_stats(ms);
 	pa_stats(&s);
 	const uint64_t all[] = {
-	    ms->heap_sys,      ms->heap_inuse,     ms->heap_alloc,      ms->heap_idle,
-	    ms->heap_released, ms->span_released,  ms->heap_usage,      ms->max_fragmentation,
-	    ms->live_objects,  ms->large_objects,  ms->large_bytes,     ms->thread_caches,
-	    ms->cached_bytes,  ms->stashed_bytes,  rss_bytes(),         s.scavenger_cpu_ns,
-	    s.released_total,  s.release_calls,    s.cache_free,        s.metadata,
-	    s.memory_limit,    s.limit_overruns,   live.updates,        live.stories,
+	    ms->heap_sys,      ms->heap_inuse,    ms->heap_alloc,  ms->heap_idle,
+	    ms->heap_released, ms->span_released, ms->heap_usage,  ms->max_fragmentation,
+	    ms->live_objects,  ms->large_objects, ms->large_bytes, ms->thread_caches,
+	    ms->cached_bytes,  ms->stashed_bytes, rss_bytes(),     s.scavenger_cpu_ns,
+	    s.released_total,  s.release_calls,   s.cache_free,    s.metadata,
+	    s.memory_limit,    s.limit_overruns,  live.updates,    live.stories,
 	};
 	_Static_assert(sizeof(all) / sizeof(all[0]) == NFIGURES, "a value per figure");
 	memcpy(v, all, sizeof(all));

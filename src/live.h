@@ -88,8 +88,8 @@ struct pa_live_figure {
 	uint64_t value;
 };
 
-#define LIVE_TEXT_OFF                                                                      \
-	((uint32_t)sizeof(struct pa_live_header) +                                         \
+#define LIVE_TEXT_OFF                                                                              \
+	((uint32_t)sizeof(struct pa_live_header) +                                                 \
 	 LIVE_MAX_FIGURES * (uint32_t)sizeof(struct pa_live_figure))
 #define LIVE_TEXT_SLOT ((LIVE_FILE_BYTES - LIVE_TEXT_OFF) / 2u)
 

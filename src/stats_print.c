@@ -44,8 +44,8 @@
 #define TOP_CLASSES 10
 
 struct out {
-	int fd;      /* where the text goes, or -1: into mem */
-	char *mem;   /* with fd -1: mem[0, mem_cap) receives the text, cut at the end */
+	int fd;    /* where the text goes, or -1: into mem */
+	char *mem; /* with fd -1: mem[0, mem_cap) receives the text, cut at the end */
 	size_t mem_cap;
 	size_t mem_len;
 	size_t len;
@@ -537,7 +537,7 @@ static void report_to(struct out *o, enum when when, int sig)
 	print_process(o, &f);
 	if (when == WHEN_SIGNAL) {
 		out_str(o, "partial: the heap's figures are skipped because a signal interrupted "
-		            "the program, which may hold the heap's locks\n");
+		           "the program, which may hold the heap's locks\n");
 	} else {
 		struct pa_malloc_stats ms;
 		struct pa_stats s;
