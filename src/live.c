@@ -22,9 +22,6 @@
 #include "stats_print.h"
 
 #define LIVE_PATH_MAX 512
-/* A wake this close to the period still refreshes: the idle thread sleeps
- * exactly the period, and its wake comes a little after. */
-#define LIVE_SLACK_NS (LIVE_PERIOD_NS / 10u)
 
 /* The figures, in file order; live_figures fills them in this order. */
 static const char *const figure_names[] = {
@@ -46,7 +43,6 @@ static struct {
 	int pid;                    /* the process this state was set up for */
 	int owner;                  /* pid that made the file at path, 0: none */
 	struct pa_live_header *map; /* the file, LIVE_FILE_BYTES mapped shared */
-	uint64_t last_ns;           /* CLOCK_MONOTONIC of the last refresh */
 	uint64_t updates, stories;
 	struct pa_malloc_stats ms; /* scratch (4.6 KiB: not on the thread's stack) */
 	char path[LIVE_PATH_MAX];
@@ -233,9 +229,10 @@ static void live_refresh(struct pa_live_header *h, int story)
 }
 
 /*
- * The scavenger's hook: at its first wake in this process make the file,
- * then refresh it when LIVE_PERIOD_NS has passed or a reader asked. From
- * then on the thread sleeps on the file's wake word, which readers wake.
+ * The scavenger's hook: at its first wake in this process make the file
+ * (figures and story), then refresh both whenever a reader asked. From
+ * then on the thread sleeps on the file's wake word, which readers wake,
+ * and at most LIVE_PERIOD_NS. A wake nobody asked for costs a load.
  * Returns the longest the thread may sleep (0: no file, no bound).
  */
 static uint64_t live_publish(uint32_t **wake_word)
@@ -250,28 +247,22 @@ static uint64_t live_publish(uint32_t **wake_word)
 		__atomic_store_n(&live.owner, 0, __ATOMIC_RELEASE);
 		live.pid = pid;
 		live.updates = live.stories = 0;
-		live.last_ns = 0;
 		if (__atomic_load_n(&pa_conf.live, __ATOMIC_RELAXED))
 			live_create(pid);
 		if (live.map != NULL) {
 			live_refresh(live.map, 1);
 			*wake_word = &live.map->wake;
 		}
-		live.last_ns = os_now_ns();
 		return live.map != NULL ? LIVE_PERIOD_NS : 0;
 	}
 	struct pa_live_header *h = live.map;
 	if (h == NULL)
 		return 0;
 	uint64_t req = __atomic_load_n(&h->request, __ATOMIC_ACQUIRE);
-	int asked = req != h->served;
-	uint64_t now = os_now_ns();
-	if (!asked && now - live.last_ns < LIVE_PERIOD_NS - LIVE_SLACK_NS)
-		return LIVE_PERIOD_NS - (now - live.last_ns);
-	live_refresh(h, asked);
-	live.last_ns = now;
-	if (asked)
+	if (req != h->served) {
+		live_refresh(h, 1);
 		__atomic_store_n(&h->served, req, __ATOMIC_RELEASE);
+	}
 	return LIVE_PERIOD_NS;
 }
 
