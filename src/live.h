@@ -56,7 +56,7 @@
 
 #define LIVE_MAGIC "PALIVE\0\0" /* 8 bytes */
 #define LIVE_VERSION 1u
-#define LIVE_FILE_BYTES ((uint32_t)64 << 10)
+#define LIVE_FILE_BYTES ((uint32_t)16 << 10)
 #define LIVE_PERIOD_NS 100000000u /* 100 ms: the longest a reader waits */
 #define LIVE_NAME_BYTES 24u
 #define LIVE_MAX_FIGURES 60u
