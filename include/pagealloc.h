@@ -140,6 +140,12 @@ PA_API size_t pa_scavenge(size_t bytes);
  *                     the process exits (default off; jemalloc's key)
  *   stats_file=PATH   where stats_print writes ("%p" becomes the process id;
  *                     default: standard error)
+ *   live=on|off       publish the heap's figures and story in a file that
+ *                     `pagealloc stat PID` reads while the process runs
+ *                     ($XDG_RUNTIME_DIR/pagealloc/PID, else
+ *                     /dev/shm/pagealloc-UID/PID; mode 0600), kept current
+ *                     by the scavenger thread, which creates it when it
+ *                     starts (default on; scavenger=off means no file)
  *   prof=on|off       sample allocations for heap profiles (default on; see
  *                     pa_prof_dump; off under valgrind and without thread
  *                     caches)

@@ -28,6 +28,7 @@ struct pa_config pa_conf = {
     .prof = 1,
     .prof_sample = (size_t)512 << 10,
     .guard_max = (size_t)64 << 10,
+    .live = 1,
 };
 
 void (*config_on_change)(void);
@@ -82,6 +83,7 @@ static const struct conf_key conf_keys[] = {
         "a whole number: 0 (off), 1 (every block) or N"),
     KEY(guard_max, CONF_SIZE, 1, 0, NULL, "a size of at least 1 such as 64K"),
     KEY(guard_underflow, CONF_ENUM, 0, 0, on_off, "on or off"),
+    KEY(live, CONF_ENUM, 0, 0, on_off, "on or off"),
 };
 #undef KEY
 

@@ -45,6 +45,8 @@ struct pa_config {
 	size_t guard_max;                   /* the largest block guarded */
 	size_t guard_underflow;             /* 1: every other guarded block starts against the
 	                                     * guard page before it, not its end after */
+	size_t live;                        /* 1: publish the heap's figures in a live file
+	                                     * that `pagealloc stat` reads (live.h) */
 };
 
 /* Called after pa_config_set / pa_config changed a key (set by pages.c so a

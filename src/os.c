@@ -26,6 +26,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -253,6 +254,36 @@ int os_getpid(void)
 	return (int)getpid();
 }
 
+int os_getuid(void)
+{
+	return (int)getuid();
+}
+
+int os_dir_private(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == getuid() &&
+	       (st.st_mode & 077) == 0;
+}
+
+int os_mkdir_private(const char *path)
+{
+	return mkdir(path, 0700) == 0 ? 0 : -1;
+}
+
+int os_create_private(const char *path)
+{
+	return open_retry(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+void *os_map_file_shared(int fd, size_t size)
+{
+	if (ftruncate(fd, (off_t)size) != 0)
+		return NULL;
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
 _Noreturn void os_abort(void)
 {
 	/* raise() may be blocked or handled; fall back to the default action. */
@@ -394,6 +425,34 @@ uint64_t os_boot_ns(void)
 	return clock_ns(CLOCK_BOOTTIME);
 }
 
+uint64_t os_start_ticks(void)
+{
+	char buf[1024];
+	if (os_read_file("/proc/self/stat", buf, sizeof(buf)) <= 0)
+		return 0;
+	/* The command name in field 2 may hold spaces and ')': fields 3, 4, ...
+	 * come after its last ')'. */
+	const char *p = NULL;
+	for (const char *q = buf; *q != '\0'; q++)
+		if (*q == ')')
+			p = q;
+	if (p == NULL)
+		return 0;
+	p++;
+	for (int field = 3; field < 22; field++) {
+		while (*p == ' ')
+			p++;
+		while (*p != ' ' && *p != '\0')
+			p++;
+	}
+	while (*p == ' ')
+		p++;
+	uint64_t ticks = 0;
+	for (; *p >= '0' && *p <= '9'; p++)
+		ticks = ticks * 10 + (uint64_t)(*p - '0');
+	return ticks;
+}
+
 unsigned long os_clock_ticks(void)
 {
 	unsigned long hz = getauxval(AT_CLKTCK);
@@ -405,11 +464,16 @@ uint64_t os_thread_cpu_ns(void)
 	return clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
-void os_futex_wait_ns(uint32_t *word, uint32_t val, uint64_t ns)
+void os_futex_wait_shared_ns(uint32_t *word, uint32_t val, uint64_t ns)
 {
 	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
 	                      .tv_nsec = (long)(ns % 1000000000u)};
-	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, val, &ts, NULL, 0);
+	syscall(SYS_futex, word, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+void os_futex_wake_shared(uint32_t *word, int n)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE, n, NULL, NULL, 0);
 }
 
 int os_signal_catch_if_default(int sig, void (*handler)(int))

@@ -72,8 +72,12 @@ uint64_t os_now_ns(void);        /* CLOCK_MONOTONIC */
 uint64_t os_realtime_ns(void);   /* CLOCK_REALTIME: ns since the Unix epoch */
 uint64_t os_thread_cpu_ns(void); /* CPU time of the calling thread */
 
-/* Futex wait while *word == val, at most ns nanoseconds. */
-void os_futex_wait_ns(uint32_t *word, uint32_t val, uint64_t ns);
+/* Futex wait while *word == val, at most ns nanoseconds, and wake, both
+ * process-shared: a word in a shared file mapping is woken by any process
+ * that maps the file (the live file's readers). Waits and wakes of one
+ * word must all be of one kind, these or the private ones above. */
+void os_futex_wait_shared_ns(uint32_t *word, uint32_t val, uint64_t ns);
+void os_futex_wake_shared(uint32_t *word, int n);
 
 /* Block all signals in the calling thread (background threads). */
 void os_block_signals(void);
@@ -118,11 +122,30 @@ int os_unlink(const char *path);
 long os_read_file(const char *path, char *buf, size_t cap);
 
 int os_getpid(void);
+int os_getuid(void);
+
+/* The live file's pieces (live.c). os_dir_private: 1 when path is a
+ * directory (not a symbolic link) that the calling user owns and no one
+ * else may enter (mode & 077 == 0), else 0. os_mkdir_private: mkdir path
+ * 0700: 0, or -1 with errno set (EEXIST when it is there). os_create_private:
+ * create path 0600, read-write, close-on-exec, failing (EEXIST) when it
+ * exists and never following a symbolic link: fd, or -1 with errno set.
+ * os_map_file_shared: size the file to size bytes and map it shared,
+ * read-write (the mapping outlives fd): its address, or NULL. */
+int os_dir_private(const char *path);
+int os_mkdir_private(const char *path);
+int os_create_private(const char *path);
+void *os_map_file_shared(int fd, size_t size);
 
 /* CLOCK_BOOTTIME, the clock of /proc/PID/stat's starttime, and the ticks per
  * second that starttime counts (AT_CLKTCK). */
 uint64_t os_boot_ns(void);
 unsigned long os_clock_ticks(void);
+
+/* The process's start time, /proc/self/stat's field 22 (clock ticks after
+ * boot): with the pid, it names this process among all that ever ran (a
+ * reused pid starts later). 0 when it cannot be read. */
+uint64_t os_start_ticks(void);
 
 /* Install handler for sig only if sig's disposition is SIG_DFL now (the
  * program's own handlers and ignored signals stay): 1 if installed, else 0. */

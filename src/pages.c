@@ -113,6 +113,19 @@ void pages_set_sweep(size_t (*fn)(uint32_t now, uint32_t min_age, int heap_busy)
 	__atomic_store_n(&default_scav.sweep, fn, __ATOMIC_RELEASE);
 }
 
+/* Kept here too: scav_init clears the scavenger, and the hook may come
+ * before the heap is built (a constructor of a linked program). */
+static uint64_t (*publish_hook)(uint32_t **wake_word);
+
+void pages_set_publish(uint64_t (*fn)(uint32_t **wake_word))
+{
+	lock_acquire(&init_lock);
+	publish_hook = fn;
+	if (default_state == HEAP_READY)
+		__atomic_store_n(&default_scav.publish, fn, __ATOMIC_RELEASE);
+	lock_release(&init_lock);
+}
+
 uint32_t pages_epoch(void)
 {
 	return __atomic_load_n(&default_heap.epoch, __ATOMIC_RELAXED);
@@ -210,6 +223,7 @@ static struct pa_pageheap *default_heap_build(void)
 			struct pa_scav_config c;
 			scav_config_from_conf(&c);
 			scav_init(&default_scav, &default_heap, &default_caches, &c);
+			default_scav.publish = publish_hook;
 			state = HEAP_READY;
 			built_here = 1;
 		}

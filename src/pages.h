@@ -52,6 +52,11 @@ uint32_t pages_epoch(void);
  * Call from pages_once. */
 void pages_set_sweep(size_t (*fn)(uint32_t now, uint32_t min_age, int heap_busy));
 
+/* Let the background scavenger call fn at every wake (scavenger.h:
+ * publish); the live file's writer. Any time, from a thread that holds no
+ * allocator lock. */
+void pages_set_publish(uint64_t (*fn)(uint32_t **wake_word));
+
 /* Fork handlers that run around the page heap's own: the malloc layer's
  * locks are taken before the heap's and reset after. Call from pages_once. */
 void pages_set_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*child)(void));

@@ -25,6 +25,14 @@
 
 static void on_pressure(void *arg);
 
+/* Wake the thread early (a new configuration, stop). */
+static void scav_kick(struct pa_scavenger *s)
+{
+	uint32_t *word = __atomic_load_n(&s->wake_word, __ATOMIC_ACQUIRE);
+	__atomic_fetch_add(word, 1, __ATOMIC_RELAXED);
+	os_futex_wake_shared(word, 1);
+}
+
 void scav_init(struct pa_scavenger *s, struct pa_pageheap *heap, struct pa_pagecache_set *caches,
                const struct pa_scav_config *conf)
 {
@@ -33,6 +41,7 @@ void scav_init(struct pa_scavenger *s, struct pa_pageheap *heap, struct pa_pagec
 	s->caches = caches;
 	/* hp_pages stays 0 until the thread, its only reader, reads it: a short
 	 * program never opens the sysfs files. */
+	s->wake_word = &s->wake;
 	lock_init(&s->release_lock);
 	heap->on_pressure = on_pressure;
 	heap->pressure_arg = s;
@@ -53,8 +62,7 @@ void scav_configure(struct pa_scavenger *s, const struct pa_scav_config *conf)
 	s->heap->limit_pages = PA_ALIGN_UP(conf->memory_limit, PA_PAGE_SIZE) / PA_PAGE_SIZE;
 	lock_release(&s->heap->lock);
 	/* Let a sleeping thread see the change now. */
-	__atomic_fetch_add(&s->wake, 1, __ATOMIC_RELAXED);
-	os_futex_wake(&s->wake, 1);
+	scav_kick(s);
 }
 
 /* ---- releasing one run ---------------------------------------------------- */
@@ -227,7 +235,8 @@ static void *scav_main(void *arg)
 	s->hp_pages = (unsigned)(os_thp_bytes() / PA_PAGE_SIZE);
 	uint64_t t0 = os_now_ns(), cpu_prev = os_thread_cpu_ns();
 	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
-		uint32_t wake = __atomic_load_n(&s->wake, __ATOMIC_RELAXED);
+		uint32_t *word = __atomic_load_n(&s->wake_word, __ATOMIC_RELAXED);
+		uint32_t wake = __atomic_load_n(word, __ATOMIC_RELAXED);
 		__atomic_store_n(&h->epoch, (uint32_t)((os_now_ns() - t0) / 1000000u),
 		                 __ATOMIC_RELAXED);
 		size_t released = 0;
@@ -244,6 +253,18 @@ static void *scav_main(void *arg)
 		}
 		uint64_t cpu = os_thread_cpu_ns(), cost = cpu - cpu_prev;
 		cpu_prev = cpu;
+		uint64_t sleep_max = 0;
+		uint64_t (*publish)(uint32_t **) = __atomic_load_n(&s->publish, __ATOMIC_ACQUIRE);
+		if (publish != NULL) {
+			/* A new word takes effect from the next sleep; a wake that
+			 * went to the old one meanwhile waits at most sleep_max. */
+			uint32_t *next = word;
+			sleep_max = publish(&next);
+			if (next != word)
+				__atomic_store_n(&s->wake_word, next, __ATOMIC_RELEASE);
+			cpu_prev = os_thread_cpu_ns();
+			__atomic_fetch_add(&s->cpu_ns, cpu_prev - cpu, __ATOMIC_RELAXED);
+		}
 		__atomic_fetch_add(&s->cpu_ns, cost, __ATOMIC_RELAXED);
 		uint64_t sleep_ns = SCAV_IDLE_NS;
 		if (released != 0) {
@@ -257,8 +278,10 @@ static void *scav_main(void *arg)
 			if (sleep_ns > SCAV_SLEEP_MAX_NS)
 				sleep_ns = SCAV_SLEEP_MAX_NS;
 		}
+		if (sleep_max != 0 && sleep_ns > sleep_max)
+			sleep_ns = sleep_max;
 		if (sleep_ns != 0)
-			os_futex_wait_ns(&s->wake, wake, sleep_ns);
+			os_futex_wait_shared_ns(word, wake, sleep_ns);
 	}
 	return NULL;
 }
@@ -289,14 +312,16 @@ void scav_stop(struct pa_scavenger *s)
 	if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != 1)
 		return;
 	__atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
-	__atomic_fetch_add(&s->wake, 1, __ATOMIC_RELAXED);
-	os_futex_wake(&s->wake, 1);
+	scav_kick(s);
 	pthread_join(s->thread, NULL);
 	__atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
 }
 
 void scav_after_fork_child(struct pa_scavenger *s)
 {
+	/* The live file's word is the parent's: the child's thread makes its
+	 * own. */
+	s->wake_word = &s->wake;
 	lock_init(&s->release_lock);
 	__atomic_store_n(&s->state, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->stop, 0, __ATOMIC_RELAXED);

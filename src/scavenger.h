@@ -55,6 +55,11 @@ struct pa_scavenger {
 	int state;
 	int stop;
 	uint32_t wake; /* futex word: bumped to wake the thread early */
+	/* The word the thread sleeps on: &wake, or the live file's (publish
+	 * below), which the file's readers bump and wake from their own
+	 * process. Waits and wakes on it are process-shared. Written by the
+	 * thread (and scav_init, a forked child), read by wakers (atomic). */
+	uint32_t *wake_word;
 	pthread_t thread;
 	uint64_t ewma_cost_ns;
 	/* The layer above's own release (the malloc layer's span sweep and
@@ -63,6 +68,12 @@ struct pa_scavenger {
 	 * this step (heap_busy: then only the layer's periodic work, no
 	 * sweep); returns bytes released. Set once, before start. */
 	size_t (*sweep)(uint32_t now, uint32_t min_age, int heap_busy);
+	/* The API layer's live file (live.h): called by the thread at every
+	 * wake, after the step, with the word it sleeps on, which publish may
+	 * point at a word of its own (process-shared); returns the longest the
+	 * thread may sleep now (ns; 0: no bound). Its CPU time counts in cpu_ns
+	 * but not in the pacing. May be set at any time (atomic). */
+	uint64_t (*publish)(uint32_t **wake_word);
 
 	/* Statistics (atomics). */
 	uint64_t released_bytes;  /* released over the process's life */

@@ -33,6 +33,7 @@
 #include "os.h"
 #include "pagealloc.h"
 #include "span.h"
+#include "stats_print.h"
 #include "tcache.h"
 
 /* ---- formatting without stdio --------------------------------------------- */
@@ -43,7 +44,10 @@
 #define TOP_CLASSES 10
 
 struct out {
-	int fd;
+	int fd;    /* where the text goes, or -1: into mem */
+	char *mem; /* with fd -1: mem[0, mem_cap) receives the text, cut at the end */
+	size_t mem_cap;
+	size_t mem_len;
 	size_t len;
 	size_t col; /* characters since the last newline, for alignment */
 	char buf[2048];
@@ -51,7 +55,13 @@ struct out {
 
 static void out_flush(struct out *o)
 {
-	os_write_fd(o->fd, o->buf, o->len);
+	if (o->fd >= 0) {
+		os_write_fd(o->fd, o->buf, o->len);
+	} else {
+		size_t n = o->mem_cap - o->mem_len < o->len ? o->mem_cap - o->mem_len : o->len;
+		memcpy(o->mem + o->mem_len, o->buf, n);
+		o->mem_len += n;
+	}
 	o->len = 0;
 }
 
@@ -189,33 +199,12 @@ static uint64_t proc_kb(const char *text, const char *key)
 	return UNKNOWN;
 }
 
-/* Process lifetime from /proc/self/stat's starttime (field 22, clock ticks
- * after boot); the command name in field 2 may hold spaces and ')'. */
-static uint64_t proc_lifetime_ns(char *buf, size_t cap)
+/* Process lifetime from its start time (/proc/self/stat's starttime). */
+static uint64_t proc_lifetime_ns(void)
 {
-	if (os_read_file("/proc/self/stat", buf, cap) <= 0)
+	uint64_t ticks = os_start_ticks();
+	if (ticks == 0)
 		return UNKNOWN;
-	const char *p = NULL;
-	for (const char *q = buf; *q != '\0'; q++)
-		if (*q == ')')
-			p = q;
-	if (p == NULL)
-		return UNKNOWN;
-	/* After ") " come fields 3, 4, ...: skip 19 of them to reach 22. */
-	p++;
-	for (int field = 3; field < 22; field++) {
-		while (*p == ' ')
-			p++;
-		while (*p != ' ' && *p != '\0')
-			p++;
-	}
-	while (*p == ' ')
-		p++;
-	if (*p < '0' || *p > '9')
-		return UNKNOWN;
-	uint64_t ticks = 0;
-	for (; *p >= '0' && *p <= '9'; p++)
-		ticks = ticks * 10 + (uint64_t)(*p - '0');
 	unsigned long hz = os_clock_ticks();
 	uint64_t start_ns = ticks / hz * 1000000000u + ticks % hz * 1000000000u / hz;
 	uint64_t now = os_boot_ns();
@@ -240,7 +229,7 @@ static void proc_read(struct proc_figures *f)
 		f->rollup_rss = proc_kb(buf, "Rss:");
 		f->rollup_anon = proc_kb(buf, "Anonymous:");
 	}
-	f->lifetime_ns = proc_lifetime_ns(buf, sizeof(buf));
+	f->lifetime_ns = proc_lifetime_ns();
 }
 
 static void out_known_mib(struct out *o, uint64_t bytes)
@@ -525,47 +514,59 @@ static const char *signal_name(int sig)
 	}
 }
 
-/* The whole report to fd. With when == WHEN_SIGNAL only what needs no lock. */
-static void report(int fd, enum when when, int sig)
+/* The whole report into o. With when == WHEN_SIGNAL only what needs no lock. */
+static void report_to(struct out *o, enum when when, int sig)
 {
-	struct out o = {.fd = fd, .len = 0, .col = 0};
 	struct proc_figures f;
 	proc_read(&f);
-	out_str(&o, "==== pagealloc: the story of the heap of pid ");
-	out_uint(&o, (uint64_t)os_getpid());
-	out_str(&o, " (");
-	out_str(&o, f.cmd[0] != '\0' ? f.cmd : "?");
-	out_str(&o, ")");
+	out_str(o, "==== pagealloc: the story of the heap of pid ");
+	out_uint(o, (uint64_t)os_getpid());
+	out_str(o, " (");
+	out_str(o, f.cmd[0] != '\0' ? f.cmd : "?");
+	out_str(o, ")");
 	if (when == WHEN_EXIT) {
-		out_str(&o, " at exit");
+		out_str(o, " at exit");
 	} else if (when == WHEN_SIGNAL) {
-		out_str(&o, ", killed by signal ");
-		out_uint(&o, (uint64_t)sig);
-		out_str(&o, " (");
-		out_str(&o, signal_name(sig));
-		out_str(&o, ")");
+		out_str(o, ", killed by signal ");
+		out_uint(o, (uint64_t)sig);
+		out_str(o, " (");
+		out_str(o, signal_name(sig));
+		out_str(o, ")");
 	}
-	out_str(&o, " ====\n");
-	print_process(&o, &f);
+	out_str(o, " ====\n");
+	print_process(o, &f);
 	if (when == WHEN_SIGNAL) {
-		out_str(&o, "partial: the heap's figures are skipped because a signal interrupted "
-		            "the program, which may hold the heap's locks\n");
+		out_str(o, "partial: the heap's figures are skipped because a signal interrupted "
+		           "the program, which may hold the heap's locks\n");
 	} else {
 		struct pa_malloc_stats ms;
 		struct pa_stats s;
 		pa_malloc_stats(&ms);
 		pa_stats(&s);
-		print_heap(&o, &ms);
-		print_pages(&o, &s, f.lifetime_ns);
-		print_metadata(&o, &s);
-		print_profile(&o);
-		print_rss_vs_heap(&o, f.rss, ms.heap_usage);
-		print_top_classes(&o, &ms);
+		print_heap(o, &ms);
+		print_pages(o, &s, f.lifetime_ns);
+		print_metadata(o, &s);
+		print_profile(o);
+		print_rss_vs_heap(o, f.rss, ms.heap_usage);
+		print_top_classes(o, &ms);
 	}
-	out_str(&o, "==== end of the story of pid ");
-	out_uint(&o, (uint64_t)os_getpid());
-	out_str(&o, " ====\n");
-	out_flush(&o);
+	out_str(o, "==== end of the story of pid ");
+	out_uint(o, (uint64_t)os_getpid());
+	out_str(o, " ====\n");
+	out_flush(o);
+}
+
+static void report(int fd, enum when when, int sig)
+{
+	struct out o = {.fd = fd};
+	report_to(&o, when, sig);
+}
+
+size_t stats_print_render(char *buf, size_t cap)
+{
+	struct out o = {.fd = -1, .mem = buf, .mem_cap = cap};
+	report_to(&o, WHEN_CALLED, 0);
+	return o.mem_len;
 }
 
 void pa_malloc_stats_print(int fd)

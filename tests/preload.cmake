@@ -163,3 +163,17 @@ pa_preload_test(preload_guard_cxx bash ${PA_PT_DIR}/guard.sh ${PA_PT_PRELOAD}
 # The same through `pagealloc run --guard-all`.
 pa_preload_test(preload_guard_run bash ${PA_PT_DIR}/guard.sh ${PA_PT_PRELOAD}
 	$<TARGET_FILE:preload_guard_c> 32 ${PROJECT_BINARY_DIR}/pagealloc)
+
+# ---- the live file and `pagealloc stat` -------------------------------------------
+#   live_stat_figures       tests/live/stat.sh: stat, --json and --watch read
+#                           live_target while it runs: exact figure changes
+#                           for 8 large blocks and 1000 small ones, the story,
+#                           file modes 0600/0700, the file gone at exit
+#   live_stat_errors        stat.sh: this shell's pid, no such pid, planted
+#                           stale files (removed), live=off, another user's pid
+add_executable(live_target ${PROJECT_SOURCE_DIR}/tests/live/live_target.c)
+foreach(case figures errors)
+	pa_preload_test(live_stat_${case} bash ${PROJECT_SOURCE_DIR}/tests/live/stat.sh
+		${PA_PT_PRELOAD} $<TARGET_FILE:live_target>
+		${PROJECT_SOURCE_DIR}/tools/pagealloc_stat.py ${case})
+endforeach()

@@ -35,8 +35,9 @@ import sys
 # Top to bottom: (layer, modules). A file may reach its own layer and the
 # layers below it, never one above.
 LAYERS = [
-    # The exported names, the statistics API and its report.
-    ("api", ["malloc_names", "malloc_extras", "new_delete", "malloc_stats", "stats_print"]),
+    # The exported names, the statistics API, its report and the live file
+    # that publishes both to `pagealloc stat`.
+    ("api", ["malloc_names", "malloc_extras", "new_delete", "live", "malloc_stats", "stats_print"]),
     # The pa_ malloc family and the small-object path; orchestrates the rest.
     ("malloc", ["malloc"]),
     # Per-thread object caches: they embed the large slots and the span

@@ -118,6 +118,7 @@ static const struct ref_key ref_keys[] = {
     {"guard_sample", REF_UINT, FIELD(guard_sample), 0, 1000000000, {NULL}},
     {"guard_max", REF_SIZE, FIELD(guard_max), 1, SIZE_MAX, {NULL}},
     {"guard_underflow", REF_WORD, FIELD(guard_underflow), 0, 0, {"off", "on", NULL}},
+    {"live", REF_WORD, FIELD(live), 0, 0, {"off", "on", NULL}},
 };
 
 /* A REF_PATH key's string in c. */

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# tests/live/stat.sh — `pagealloc stat` reads a running process (src/live.h,
+# tools/pagealloc_stat.py).
+#
+#   stat.sh PRELOAD_SO LIVE_TARGET STAT_PY CASE
+#
+# CASE figures: live_target (tests/live/live_target.c) runs on the preload;
+#   between its two readies it allocates 8 large blocks of 256 KiB and 1000
+#   of 64 bytes, and `stat --json` before and after differs by exactly that:
+#   large_objects +8, large_bytes +2 MiB, live_objects +1008, heap_alloc
+#   +2 MiB + 64000; `stat` prints the story with the same live objects;
+#   the file is mode 0600 in a 0700 directory; `--watch 0.2` prints a header
+#   and a line per interval and, when the process exits, one line saying so;
+#   the file is gone after the exit.
+# CASE errors: one line on stderr and exit status 1 for this shell's pid (not
+#   on libpagealloc), a pid that does not exist, a planted file whose start
+#   time is not its process's (removed, then reported as not on
+#   libpagealloc), a planted file of a dead pid (removed), a process run with
+#   live=off; for another user's process (pid 1) when not root.
+set -u
+. "$(dirname "$0")/../preload/common.sh"
+preload=$1 target=$2 stat_py=$3 case=$4
+need_programs python3
+make_tmp
+
+live_dir() { # where a process of ours keeps its live file (src/live.c: live_dir)
+	if [ -n "${XDG_RUNTIME_DIR:-}" ] && [ -d "$XDG_RUNTIME_DIR" ] &&
+		[ "$(stat -c %u:%a "$XDG_RUNTIME_DIR")" = "$(id -u):700" ]; then
+		echo "$XDG_RUNTIME_DIR/pagealloc"
+	else
+		echo "/dev/shm/pagealloc-$(id -u)"
+	fi
+}
+
+# json FILE KEY: a figure of a saved --json answer
+json() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
+
+# expect_error WHAT PATTERN CMD...: exit status 1 and one stderr line matching PATTERN
+expect_error() {
+	local what=$1 pattern=$2
+	shift 2
+	"$@" >"$tmp/out" 2>"$tmp/err"
+	local rc=$?
+	[ "$rc" = 1 ] || fail "$what: exit status $rc, want 1 ($(cat "$tmp/err"))"
+	[ "$(wc -l <"$tmp/err")" = 1 ] || fail "$what: want one line, got: $(cat "$tmp/err")"
+	grep -q -- "$pattern" "$tmp/err" || fail "$what: '$(cat "$tmp/err")' lacks '$pattern'"
+	[ ! -s "$tmp/out" ] || fail "$what: printed to stdout: $(cat "$tmp/out")"
+}
+
+start_target() { # start live_target with extra env words; sets T_PID, T (coproc fds)
+	coproc T { exec env "$@" LD_PRELOAD="$preload" "$target" 8 262144 1000 64; }
+	read -r -t 10 -u "${T[0]}" line || fail "live_target did not get ready"
+	[ "$line" = "ready 0" ] || fail "live_target said '$line'"
+}
+
+case $case in
+figures)
+	# prof=off: a sampled small block is a span of its own (docs/design.md,
+	# heap profiles) and would count as a large object.
+	start_target PAGEALLOC_CONF=prof=off
+	pid=$T_PID
+	dir=$(live_dir)
+	[ -f "$dir/$pid" ] || fail "no live file $dir/$pid"
+	[ "$(stat -c %a "$dir/$pid")" = 600 ] || fail "file mode $(stat -c %a "$dir/$pid"), want 600"
+	[ "$(stat -c %a "$dir")" = 700 ] || fail "directory mode $(stat -c %a "$dir"), want 700"
+	python3 "$stat_py" stat --json "$pid" >"$tmp/before.json" || fail "stat --json failed"
+	echo go >&"${T[1]}"
+	read -r -t 10 -u "${T[0]}" line && [ "$line" = "ready 1" ] || fail "no second ready"
+	python3 "$stat_py" stat --json "$pid" >"$tmp/after.json" || fail "stat --json failed"
+	for kv in large_objects:8 large_bytes:2097152 live_objects:1008 heap_alloc:2161152; do
+		key=${kv%%:*} want=${kv#*:}
+		got=$(($(json "$tmp/after.json" "$key") - $(json "$tmp/before.json" "$key")))
+		[ "$got" = "$want" ] || fail "$key grew by $got, want $want"
+	done
+	live=$(json "$tmp/after.json" live_objects)
+	python3 "$stat_py" stat "$pid" >"$tmp/story" || fail "stat failed"
+	grep -q "^==== pagealloc: the story of the heap of pid $pid " "$tmp/story" ||
+		fail "stat: no story header: $(head -3 "$tmp/story")"
+	grep -q "^  live objects  *$live, of which large (over 32 KiB) 8 in 2.00 MiB" "$tmp/story" ||
+		fail "stat: live objects not $live with 8 large: $(grep 'live objects' "$tmp/story")"
+	grep -q "^==== end of the story of pid $pid ====" "$tmp/story" || fail "stat: story cut"
+	timeout 0.9 python3 "$stat_py" stat --watch 0.2 "$pid" >"$tmp/watch"
+	grep -q '^time .*rss .*heap_sys .*inuse .*alloc .*released .*frag .*scav_cpu%' "$tmp/watch" ||
+		fail "--watch: no header: $(head -1 "$tmp/watch")"
+	n=$(grep -c '^[0-9][0-9]:' "$tmp/watch")
+	[ "$n" -ge 3 ] || fail "--watch 0.2 for 0.9 s: $n lines, want at least 3"
+	python3 "$stat_py" stat --watch 0.1 "$pid" >"$tmp/watch2" &
+	watcher=$!
+	sleep 0.3
+	echo go >&"${T[1]}"
+	wait "$T_PID"
+	wait "$watcher" || fail "--watch: exit status $? after the process exited"
+	[ "$(tail -1 "$tmp/watch2")" = "process $pid exited" ] ||
+		fail "--watch: last line '$(tail -1 "$tmp/watch2")'"
+	[ ! -e "$dir/$pid" ] || fail "$dir/$pid is still there after the exit"
+	;;
+errors)
+	expect_error "this shell" "process $$ does not run on libpagealloc" \
+		python3 "$stat_py" stat $$
+	expect_error "no such pid" "no process 99999999" python3 "$stat_py" stat 99999999
+	dir=$(live_dir)
+	mkdir -p -m 700 "$dir"
+	# A file left by a crash, its pid now someone else's: start time 1.
+	sleep 30 &
+	other=$!
+	python3 - "$dir/$other" "$other" <<'PY'
+import struct, sys
+h = struct.pack("=8sIIQQQQQQQIIIIQII24x", b"PALIVE\0\0", 1, 128, 65536, int(sys.argv[2]), 1,
+                0, 0, 0, 0, 0, 128, 2048, 0, 0, 0, 0)
+with open(sys.argv[1], "wb") as f:
+    f.write(h + bytes(65536 - len(h)))
+PY
+	chmod 600 "$dir/$other"
+	expect_error "stale file" "process $other does not run on libpagealloc" \
+		python3 "$stat_py" stat "$other"
+	[ ! -e "$dir/$other" ] || fail "the stale file $dir/$other is still there"
+	kill "$other"
+	wait "$other" 2>/dev/null
+	# A file of a pid that is gone.
+	cp /dev/null "$dir/$other"
+	expect_error "dead pid" "no process $other" python3 "$stat_py" stat "$other"
+	[ ! -e "$dir/$other" ] || fail "the file of dead pid $other is still there"
+	# live=off: no file.
+	start_target PAGEALLOC_CONF=live=off
+	[ ! -e "$dir/$T_PID" ] || fail "live=off made $dir/$T_PID"
+	expect_error "live=off" "process $T_PID does not run on libpagealloc" \
+		python3 "$stat_py" stat --json "$T_PID"
+	echo go >&"${T[1]}"
+	echo go >&"${T[1]}"
+	wait "$T_PID"
+	if [ "$(id -u)" != 0 ]; then
+		expect_error "another user" "process 1 belongs to another user" \
+			python3 "$stat_py" stat 1
+	fi
+	;;
+*)
+	fail "unknown case $case"
+	;;
+esac
+echo "PASS: live $case"
