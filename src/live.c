@@ -114,6 +114,32 @@ static void warn(const char *what, const char *path)
 	msg_end(&m);
 }
 
+/* Files of processes that are gone: removed by each process that makes its
+ * own (as the JVM does with hsperfdata), so the directory holds about as
+ * many files as there are processes. A process that exits with _exit or
+ * dies of a signal cannot remove its own (2,000 forked children of a test
+ * that _exit left 2,000 behind, 16 KiB of tmpfs each). */
+struct sweep_arg {
+	const char *dir;
+	int self;
+};
+
+static void sweep_one(const char *name, void *arg)
+{
+	const struct sweep_arg *a = arg;
+	uint64_t pid = 0;
+	size_t i = 0;
+	for (; name[i] >= '0' && name[i] <= '9' && i < 10; i++)
+		pid = pid * 10 + (uint64_t)(name[i] - '0');
+	if (i == 0 || name[i] != '\0' || pid == 0 || pid > INT32_MAX || (int)pid == a->self)
+		return;
+	if (os_pid_alive((int)pid))
+		return; /* (a pid reused by another program: the reader tells) */
+	char path[LIVE_PATH_MAX], slash[2] = "/";
+	if (path_join(path, a->dir, slash, name) == 0)
+		os_unlink(path);
+}
+
 /* Create and map this process's file; live.map stays NULL when it cannot. */
 static void live_create(int pid)
 {
@@ -137,6 +163,8 @@ static void live_create(int pid)
 		warn("cannot be created", live.path);
 		return;
 	}
+	struct sweep_arg sweep = {dir, pid};
+	os_dir_each(dir, sweep_one, &sweep);
 	struct pa_live_header *h = os_map_file_shared(fd, LIVE_FILE_BYTES);
 	os_close(fd);
 	if (h == NULL) {

@@ -259,6 +259,34 @@ int os_getuid(void)
 	return (int)getuid();
 }
 
+int os_pid_alive(int pid)
+{
+	return kill(pid, 0) == 0 || errno == EPERM;
+}
+
+int os_dir_each(const char *path, void (*fn)(const char *name, void *arg), void *arg)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	/* getdents64 into a buffer on the stack: opendir would malloc. */
+	char buf[4096] __attribute__((aligned(8)));
+	for (;;) {
+		long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
+		if (n <= 0)
+			break;
+		for (long at = 0; at < n;) {
+			/* struct linux_dirent64: ino 8, off 8, reclen 2, type 1, name */
+			unsigned short reclen;
+			memcpy(&reclen, buf + at + 16, sizeof(reclen));
+			fn(buf + at + 19, arg);
+			at += reclen;
+		}
+	}
+	close(fd);
+	return 0;
+}
+
 int os_dir_private(const char *path)
 {
 	struct stat st;

@@ -123,6 +123,12 @@ long os_read_file(const char *path, char *buf, size_t cap);
 
 int os_getpid(void);
 int os_getuid(void);
+/* Does process pid exist (kill(pid, 0); another user's counts)? */
+int os_pid_alive(int pid);
+/* fn(name, arg) for each entry of directory path ("." and ".." included),
+ * read with getdents64 into a stack buffer (opendir would malloc). 0, or
+ * -1 when it cannot be opened. */
+int os_dir_each(const char *path, void (*fn)(const char *name, void *arg), void *arg);
 
 /* The live file's pieces (live.c). os_dir_private: 1 when path is a
  * directory (not a symbolic link) that the calling user owns and no one
