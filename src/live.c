@@ -19,6 +19,7 @@
 #include "os.h"
 #include "pagealloc.h"
 #include "pages.h"
+#include "prof.h"
 #include "stats_print.h"
 
 #define LIVE_PATH_MAX 512
@@ -131,7 +132,9 @@ static void sweep_one(const char *name, void *arg)
 	size_t i = 0;
 	for (; name[i] >= '0' && name[i] <= '9' && i < 10; i++)
 		pid = pid * 10 + (uint64_t)(name[i] - '0');
-	if (i == 0 || name[i] != '\0' || pid == 0 || pid > INT32_MAX || (int)pid == a->self)
+	/* PID, or a profile written for `pagealloc profile` (PID.pb.gz...). */
+	if (i == 0 || (name[i] != '\0' && name[i] != '.') || pid == 0 || pid > INT32_MAX ||
+	    (int)pid == a->self)
 		return;
 	if (os_pid_alive((int)pid))
 		return; /* (a pid reused by another program: the reader tells) */
@@ -256,6 +259,20 @@ static void live_refresh(struct pa_live_header *h, int story)
 	__atomic_store_n(&h->seq, seq + 2, __ATOMIC_RELEASE);
 }
 
+/* `pagealloc profile PID`: the heap profile into PATH.pb.gz beside this
+ * process's file (its directory is the user's, 0700), from which the
+ * reader moves it where it was asked. This thread holds no lock of the
+ * allocator here, and writing a profile allocates nothing (prof.h). */
+static void live_profile(struct pa_live_header *h, uint64_t req)
+{
+	char path[LIVE_PATH_MAX];
+	uint64_t status = EINVAL;
+	if (path_join(path, live.path, ".pb.gz", NULL) == 0)
+		status = prof_dump(path) == 0 ? 0 : (uint64_t)errno;
+	__atomic_store_n(&h->profile_status, status, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->profile_served, req, __ATOMIC_RELEASE);
+}
+
 /*
  * The scavenger's hook: at its first wake in this process make the file
  * (figures and story), then refresh both whenever a reader asked. From
@@ -291,6 +308,9 @@ static uint64_t live_publish(uint32_t **wake_word)
 		live_refresh(h, 1);
 		__atomic_store_n(&h->served, req, __ATOMIC_RELEASE);
 	}
+	req = __atomic_load_n(&h->profile_request, __ATOMIC_ACQUIRE);
+	if (req != h->profile_served)
+		live_profile(h, req);
 	return LIVE_PERIOD_NS;
 }
 

@@ -81,7 +81,13 @@ struct pa_live_header {
 	                        * one after request and wakes it (process-shared
 	                        * FUTEX_WAKE), so it is served at once */
 	uint32_t pad;
-	uint64_t reserved[3];
+	/* `pagealloc profile PID`: a reader adds one to profile_request (then to
+	 * wake, as above); the writer writes the heap profile to the file's
+	 * path with ".pb.gz" appended (prof.h), sets profile_status (0, or the
+	 * errno) and then profile_served to the request it answered. */
+	uint64_t profile_request;
+	uint64_t profile_served;
+	uint64_t profile_status;
 };
 
 struct pa_live_figure {

@@ -171,8 +171,10 @@ pa_preload_test(preload_guard_run bash ${PA_PT_DIR}/guard.sh ${PA_PT_PRELOAD}
 #                           file modes 0600/0700, the file gone at exit
 #   live_stat_errors        stat.sh: this shell's pid, no such pid, planted
 #                           stale files (removed), live=off, another user's pid
+#   live_stat_profile       stat.sh: pagealloc profile PID -o FILE while it
+#                           runs: gzip, read by go tool pprof, its 2 MiB live
 add_executable(live_target ${PROJECT_SOURCE_DIR}/tests/live/live_target.c)
-foreach(case figures errors)
+foreach(case figures errors profile)
 	pa_preload_test(live_stat_${case} bash ${PROJECT_SOURCE_DIR}/tests/live/stat.sh
 		${PA_PT_PRELOAD} $<TARGET_FILE:live_target>
 		${PROJECT_SOURCE_DIR}/tools/pagealloc_stat.py ${case})

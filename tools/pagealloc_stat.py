@@ -24,15 +24,17 @@ import ctypes
 import json
 import mmap
 import os
+import shutil
 import struct
 import sys
 import time
 
 ME = "pagealloc stat"
 # struct pa_live_header (src/live.h): native order, no padding, 128 bytes.
-HEADER = struct.Struct("=8sIIQQQQQQQIIIIQII24x")
+HEADER = struct.Struct("=8sIIQQQQQQQIIIIQIIQQQ")
 FIELDS = ("magic version header_bytes file_bytes pid start_ticks seq update_ns request "
-          "served nfigures figures_off text_off text_len story_ns wake pad").split()
+          "served nfigures figures_off text_off text_len story_ns wake pad "
+          "profile_request profile_served profile_status").split()
 MAGIC = b"PALIVE\0\0"
 VERSION = 1
 FIGURE = struct.Struct("=24sQ")
@@ -44,7 +46,8 @@ FUTEX_WAKE = 1
 def _offsets():
     """Byte offset of each header field."""
     offs, pos = {}, 0
-    for name, code in zip(FIELDS, ["8s", "I", "I"] + ["Q"] * 7 + ["I"] * 4 + ["Q", "I", "I"]):
+    for name, code in zip(FIELDS, ["8s", "I", "I"] + ["Q"] * 7 + ["I"] * 4 + ["Q", "I", "I"] +
+                          ["Q"] * 3):
         offs[name] = pos
         pos += struct.calcsize("=" + code)
     return offs
@@ -78,6 +81,17 @@ def proc_start_ticks(pid):
         return None
     rest = text[text.rindex(b")") + 2:].split()
     return int(rest[22 - 3])
+
+
+def proc_exited(pid):
+    """Whether process pid is gone or a zombie (it exited; its parent has
+    not reaped it yet)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            text = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return text[text.rindex(b")") + 2:].split()[0] in (b"Z", b"X")
 
 
 def maps_file(pid, st):
@@ -174,10 +188,11 @@ class Live:
     def _u64(self, name):
         return struct.unpack_from("=Q", self.map, OFF[name])[0]
 
-    def ask(self):
-        """Ask for a refresh and wake the writer: the request to wait for."""
-        req = (self._u64("request") + 1) & (2**64 - 1)
-        struct.pack_into("=Q", self.map, OFF["request"], req)
+    def ask(self, what="request"):
+        """Ask for a refresh (or with "profile_request", a heap profile) and
+        wake the writer: the request to wait for."""
+        req = (self._u64(what) + 1) & (2**64 - 1)
+        struct.pack_into("=Q", self.map, OFF[what], req)
         wake = (struct.unpack_from("=I", self.map, OFF["wake"])[0] + 1) & 0xFFFFFFFF
         struct.pack_into("=I", self.map, OFF["wake"], wake)
         nr = SYS_FUTEX.get(os.uname().machine)
@@ -232,7 +247,8 @@ class Live:
                "%.1f s ago\n" % (self.pid, WAIT_S * 1000, age)
 
     def alive(self):
-        return proc_start_ticks(self.pid) == self.header()["start_ticks"]
+        return (proc_start_ticks(self.pid) == self.header()["start_ticks"] and
+                not proc_exited(self.pid))
 
 
 def cmd_stat(pid):
@@ -241,6 +257,29 @@ def cmd_stat(pid):
     _, _, text = live.read()
     sys.stderr.write(note)
     sys.stdout.write(text)
+    return 0
+
+
+def cmd_profile(pid, out):
+    """The heap profile of the running process, into OUT: the process's own
+    background thread writes it beside its live file (PATH.pb.gz), this
+    moves it. Profiles take milliseconds; the wait is up to 10 s."""
+    live = Live(pid)
+    req = live.ask("profile_request")
+    deadline = time.monotonic() + 10
+    while (live._u64("profile_served") - req) & (2**64 - 1) >= 2**63:
+        if time.monotonic() >= deadline:
+            raise StatError("process %d did not write its profile within 10 s" % pid)
+        time.sleep(0.002)
+    status = live._u64("profile_status")
+    if status != 0:
+        raise StatError("process %d could not write its profile: %s" % (pid, os.strerror(status)))
+    src = live.path + ".pb.gz"
+    try:
+        shutil.move(src, out)
+    except OSError as e:
+        raise StatError("%s: %s" % (out, e.strerror or e))
+    print("heap profile of process %d in %s (go tool pprof %s)" % (pid, out, out))
     return 0
 
 
@@ -271,7 +310,15 @@ def cmd_watch(pid, interval):
         if not live.refresh() and not live.alive():
             print("process %d exited" % pid)
             return 0
-        h, f, _ = live.read()
+        try:
+            h, f, _ = live.read()
+        except StatError:
+            # A process that exits while its thread writes leaves the
+            # sequence count odd for good.
+            if not live.alive():
+                print("process %d exited" % pid)
+                return 0
+            raise
         t = h["update_ns"] / 1e9
         cpu = ""
         if prev is not None and t > prev[0]:
@@ -287,16 +334,41 @@ def cmd_watch(pid, interval):
 USAGE = """usage: pagealloc stat PID
        pagealloc stat --json PID
        pagealloc stat --watch SECONDS PID
+       pagealloc profile PID -o FILE
 
 stat: the story of the heap of running process PID (on libpagealloc,
 preloaded or linked), as at exit. --json: its figures as one JSON object.
 --watch: one line per SECONDS (time, RSS, heap_sys, heap_inuse, heap_alloc,
 heap_released, maxFragmentation in MiB, the scavenger's CPU) until it exits.
+profile: the heap profile of running process PID now (pprof's format, as
+pa_prof_dump writes it), into FILE: go tool pprof FILE.
 """
 
 
 def main(argv):
     args = argv[1:]
+    if args and args[0] == "profile":
+        # profile PID -o FILE
+        try:
+            rest = args[1:]
+            out = None
+            if "-o" in rest:
+                i = rest.index("-o")
+                out = rest[i + 1]
+                del rest[i:i + 2]
+            if len(rest) != 1 or not out:
+                raise ValueError
+            pid = int(rest[0])
+            if pid <= 0:
+                raise ValueError
+        except (ValueError, IndexError):
+            sys.stderr.write("pagealloc profile: want PID -o FILE\n%s" % USAGE)
+            return 2
+        try:
+            return cmd_profile(pid, out)
+        except StatError as e:
+            sys.stderr.write("pagealloc profile: %s\n" % e)
+            return 1
     if args and args[0] == "stat":
         args = args[1:]
     mode, interval = "stat", None
