@@ -13,7 +13,11 @@
 # each, pagemap.h) are most of what we reserve beyond glibc, and where the
 # kernel leaves room for the heap's last partial chunk moves the result
 # between 95.0% and 95.4% (4 KiB blocks: 29 runs in 30 at 95.4%, one at
-# 94.99%; 1 MiB blocks: 95.08%).
+# 94.99%; with heap-profile sampling on, 94.6-94.8%: a sampled block has a
+# page of its own). With 1 MiB blocks at 64 MiB the bar is 93%: one block
+# is 1.6% of the limit, and the result is 58 blocks (95.0%) or 57 (93.4%)
+# by a few KiB of code (the Debug build's library is 30 KiB larger than
+# RelWithDebInfo's and gets 57; docs/benchmarks.md §8).
 #
 # The small malloc after: glibc still has the last few KiB of its top chunk
 # for a 64-byte block when larger ones no longer fit; libpagealloc keeps 4
@@ -65,9 +69,10 @@ check() { # limit_kib size percent
 	fi
 }
 
-for size in 64 4096 1048576; do
+for size in 64 4096; do
 	check 65536 $size 94
 done
+check 65536 1048576 93
 for limit in 262144 1048576; do
 	for size in 64 4096 1048576; do
 		check $limit $size 95
@@ -77,4 +82,4 @@ for limit in 4194304 67108864; do
 	check $limit 1048576 95
 done
 [ $bad = 0 ] || fail "a program under an address-space limit got less than it should"
-echo "PASS: every limit gives at least 95% of glibc's heap (94% at 64 MiB)"
+echo "PASS: every limit gives at least 95% of glibc's heap (at 64 MiB: 94%, 93% with 1 MiB blocks)"
