@@ -188,7 +188,11 @@ static void live_create(int pid)
 	struct pa_live_figure *f = (struct pa_live_figure *)(h + 1);
 	for (size_t i = 0; i < NFIGURES; i++)
 		strncpy(f[i].name, figure_names[i], LIVE_NAME_BYTES - 1);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
+	/* The readers are other processes: the stores above must be made
+	 * before the magic, which x86's store order gives once the compiler
+	 * keeps them in order (a thread fence would be one too many, and
+	 * ThreadSanitizer does not take them). */
+	__atomic_signal_fence(__ATOMIC_RELEASE);
 	memcpy(h->magic, LIVE_MAGIC, sizeof(h->magic));
 	live.map = h;
 	__atomic_store_n(&live.owner, pid, __ATOMIC_RELEASE);
@@ -244,17 +248,18 @@ static void live_refresh(struct pa_live_header *h, int story)
 		len = (uint32_t)stats_print_render((char *)h + off, LIVE_TEXT_SLOT);
 	}
 	uint64_t seq = h->seq;
+	/* Each store after the odd count is a release store (on x86 a plain
+	 * one): a reader that sees one of them sees the count odd too. */
 	__atomic_store_n(&h->seq, seq + 1, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_RELEASE);
 	struct pa_live_figure *f = (struct pa_live_figure *)(h + 1);
 	for (size_t i = 0; i < NFIGURES; i++)
-		__atomic_store_n(&f[i].value, v[i], __ATOMIC_RELAXED);
+		__atomic_store_n(&f[i].value, v[i], __ATOMIC_RELEASE);
 	uint64_t now = os_realtime_ns();
-	__atomic_store_n(&h->update_ns, now, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->update_ns, now, __ATOMIC_RELEASE);
 	if (story) {
-		__atomic_store_n(&h->text_off, off, __ATOMIC_RELAXED);
-		__atomic_store_n(&h->text_len, len, __ATOMIC_RELAXED);
-		__atomic_store_n(&h->story_ns, now, __ATOMIC_RELAXED);
+		__atomic_store_n(&h->text_off, off, __ATOMIC_RELEASE);
+		__atomic_store_n(&h->text_len, len, __ATOMIC_RELEASE);
+		__atomic_store_n(&h->story_ns, now, __ATOMIC_RELEASE);
 	}
 	__atomic_store_n(&h->seq, seq + 2, __ATOMIC_RELEASE);
 }

@@ -89,11 +89,13 @@ static int cache_get(struct cache_entry *e, uintptr_t ip, uintptr_t table, struc
 	uint64_t s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
 	if (s1 & 1)
 		return 0;
-	uint64_t key = __atomic_load_n(&e->ip, __ATOMIC_RELAXED);
-	uint64_t w = __atomic_load_n(&e->rule, __ATOMIC_RELAXED);
-	uint64_t fn = __atomic_load_n(&e->fn, __ATOMIC_RELAXED);
-	uint64_t tab = __atomic_load_n(&e->table, __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	/* Acquire loads, release stores (plain moves on x86), no fences: a
+	 * field written after the count went odd brings that count with it
+	 * (and ThreadSanitizer does not take fences). */
+	uint64_t key = __atomic_load_n(&e->ip, __ATOMIC_ACQUIRE);
+	uint64_t w = __atomic_load_n(&e->rule, __ATOMIC_ACQUIRE);
+	uint64_t fn = __atomic_load_n(&e->fn, __ATOMIC_ACQUIRE);
+	uint64_t tab = __atomic_load_n(&e->table, __ATOMIC_ACQUIRE);
 	if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != s1 || key != ip || tab != table)
 		return 0;
 	unpack(w, r);
@@ -110,11 +112,10 @@ static void cache_put(struct cache_entry *e, uintptr_t ip, uintptr_t table, cons
 	if ((s & 1) ||
 	    !__atomic_compare_exchange_n(&e->seq, &s, s + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return; /* another thread writes it */
-	__atomic_thread_fence(__ATOMIC_RELEASE);
-	__atomic_store_n(&e->ip, ip, __ATOMIC_RELAXED);
-	__atomic_store_n(&e->rule, pack(r), __ATOMIC_RELAXED);
-	__atomic_store_n(&e->fn, (uint64_t)r->fn, __ATOMIC_RELAXED);
-	__atomic_store_n(&e->table, (uint64_t)table, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->ip, ip, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->rule, pack(r), __ATOMIC_RELEASE);
+	__atomic_store_n(&e->fn, (uint64_t)r->fn, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->table, (uint64_t)table, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->seq, s + 2, __ATOMIC_RELEASE);
 }
 
