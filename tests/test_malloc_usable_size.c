@@ -75,26 +75,6 @@ static size_t sweep_sizes(size_t *out)
 	return n;
 }
 
-static unsigned char pattern(size_t i, size_t seed)
-{
-	return (unsigned char)(i * 131 + (i >> 8) * 7 + seed * 29 + 1);
-}
-
-/* The first byte of p[0, n) that is not pattern(i, seed), or n. */
-static size_t pattern_break(const unsigned char *p, size_t n, size_t seed)
-{
-	size_t i = 0;
-	while (i < n && p[i] == pattern(i, seed))
-		i++;
-	return i;
-}
-
-static void fill(unsigned char *p, size_t n, size_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = pattern(i, seed);
-}
-
 /* ---- malloc and calloc ---------------------------------------------------------------- */
 
 static void usable_size_is_the_class_size_or_whole_pages_for_every_size(void **state)
@@ -138,12 +118,12 @@ static void every_usable_byte_is_writable_and_the_neighbours_keep_theirs(void **
 		for (size_t k = 0; k < nb; k++) {
 			blocks[k] = pa_malloc(s);
 			assert_non_null(blocks[k]);
-			fill(blocks[k], pa_malloc_usable_size(blocks[k]), k);
+			tu_fill(blocks[k], pa_malloc_usable_size(blocks[k]), k);
 		}
 		for (size_t k = 0; k < nb; k++) {
 			size_t u = pa_malloc_usable_size(blocks[k]);
 			snprintf(name, sizeof(name), "malloc(%zu), block %zu of %zu", s, k, nb);
-			TU_EQ(pattern_break(blocks[k], u, k), u);
+			TU_EQ(tu_pattern_break(blocks[k], u, k), u);
 		}
 		for (size_t k = 0; k < nb; k++)
 			pa_free(blocks[k]);
@@ -187,8 +167,8 @@ static void aligned_usable_size_is_the_smallest_aligned_class_or_whole_pages(voi
 			TU_EQ((uintptr_t)p % a, 0);
 			size_t u = pa_malloc_usable_size(p);
 			TU_EQ(u, aligned_usable_of(a, s));
-			fill(p, u, a);
-			TU_EQ(pattern_break(p, u, a), u);
+			tu_fill(p, u, a);
+			TU_EQ(tu_pattern_break(p, u, a), u);
 			pa_free(p);
 		}
 	}
@@ -230,13 +210,13 @@ static void realloc_in_place_keeps_or_moves_and_reports_the_new_usable_size(void
 		tu_case = r->name;
 		unsigned char *p = pa_malloc(r->from);
 		assert_non_null(p);
-		fill(p, r->from, i);
+		tu_fill(p, r->from, i);
 		unsigned char *q = pa_realloc(p, r->to);
 		assert_non_null(q);
 		TU_EQ(q == p, r->in_place);
 		TU_EQ(pa_malloc_usable_size(q), r->usable);
 		size_t keep = r->from < r->to ? r->from : r->to;
-		TU_EQ(pattern_break(q, keep, i), keep);
+		TU_EQ(tu_pattern_break(q, keep, i), keep);
 		pa_free(q);
 	}
 	tu_case = "";
@@ -249,16 +229,16 @@ static void large_block_grows_back_in_place_into_its_tail(void **state)
 	(void)state;
 	unsigned char *p = pa_malloc(MIB);
 	assert_non_null(p);
-	fill(p, 512 * KIB, 5);
+	tu_fill(p, 512 * KIB, 5);
 	unsigned char *q = pa_realloc(p, 512 * KIB);
 	TU_EQ(q, p);
 	TU_EQ(pa_malloc_usable_size(q), 512 * KIB);
 	q = pa_realloc(q, MIB);
 	TU_EQ(q, p);
 	TU_EQ(pa_malloc_usable_size(q), MIB);
-	TU_EQ(pattern_break(q, 512 * KIB, 5), 512 * KIB);
-	fill(q, MIB, 6);
-	TU_EQ(pattern_break(q, MIB, 6), MIB);
+	TU_EQ(tu_pattern_break(q, 512 * KIB, 5), 512 * KIB);
+	tu_fill(q, MIB, 6);
+	TU_EQ(tu_pattern_break(q, MIB, 6), MIB);
 	pa_free(q);
 }
 

@@ -110,25 +110,6 @@ static void *__attribute__((noinline)) site_b_malloc(size_t n)
 	return p;
 }
 
-static unsigned char pattern(size_t i, size_t seed)
-{
-	return (unsigned char)(i * 131 + (i >> 8) * 7 + seed * 29 + 1);
-}
-
-static size_t pattern_break(const unsigned char *p, size_t n, size_t seed)
-{
-	size_t i = 0;
-	while (i < n && p[i] == pattern(i, seed))
-		i++;
-	return i;
-}
-
-static void fill(unsigned char *p, size_t n, size_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = pattern(i, seed);
-}
-
 /* A fresh empty directory for files of one test. */
 static void temp_dir(char *out, size_t cap)
 {
@@ -331,12 +312,12 @@ static void realloc_of_a_sampled_block_moves_it_and_keeps_its_bytes(void **state
 		struct pa_prof_stats b = prof_now();
 		unsigned char *p = pa_malloc(c.from);
 		assert_non_null(p);
-		fill(p, c.from, i);
+		tu_fill(p, c.from, i);
 		unsigned char *q = pa_realloc(p, c.to);
 		assert_non_null(q);
 		assert_true(q != p);
 		size_t keep = c.from < c.to ? c.from : c.to;
-		TU_EQ(pattern_break(q, keep, i), keep);
+		TU_EQ(tu_pattern_break(q, keep, i), keep);
 		struct pa_prof_stats st = prof_now();
 		/* The old block's sample gone, the new block's taken. */
 		TU_EQ(st.samples_total - b.samples_total, 2);
@@ -499,19 +480,11 @@ static void a_fault_on_a_sampled_block_aborts_with_one_line_naming_it(void **sta
 		const struct fault_case *c = &fault_cases[i];
 		tu_case = c->name;
 		memset(shared, 0, sizeof(*shared));
-		char err[1024], want[512];
+		char err[1024];
 		int status = tu_run_child(run_fault, (void *)c, err, sizeof(err));
 		if (shared->setup_failed)
 			fail_msg("%s: the child's block was not sampled", c->name);
-		if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT)
-			fail_msg("%s: child %s %d, want SIGABRT; stderr: \"%s\"", c->name,
-			         WIFSIGNALED(status) ? "killed by signal" : "exited with",
-			         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), err);
-		snprintf(want, sizeof(want), "pagealloc: %s(%#" PRIxPTR "): %s\n", c->func,
-		         shared->ptr, c->fault);
-		if (strcmp(err, want) != 0)
-			fail_msg("%s: stderr is\n\"%s\"\nwant\n\"%s\"", c->name, err, want);
-		TU_EQ(tu_count_lines(err), 1);
+		tu_expect_fault_line(c->name, status, err, c->func, shared->ptr, c->fault);
 	}
 	tu_case = "";
 	munmap(shared, sizeof(*shared));

@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -483,6 +484,30 @@ static inline pa_sum tu_sum_at(const struct tu_heap *t, unsigned level, uintptr_
 	return t->h.sum[level][(addr - t->h.window_base) >> PA_LEVEL_SHIFT(level)];
 }
 
+/* ---- byte patterns ------------------------------------------------------------ */
+
+/* Byte i of the pattern of seed: (i >> 8) makes a shift by a multiple of
+ * 256 bytes visible, the seed tells blocks apart. */
+static inline unsigned char tu_pattern(size_t i, size_t seed)
+{
+	return (unsigned char)(i * 131 + (i >> 8) * 7 + seed * 29 + 1);
+}
+
+static inline void tu_fill(unsigned char *p, size_t n, size_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = tu_pattern(i, seed);
+}
+
+/* The first byte of p[0, n) that is not tu_pattern(i, seed), or n. */
+static inline size_t tu_pattern_break(const unsigned char *p, size_t n, size_t seed)
+{
+	size_t i = 0;
+	while (i < n && p[i] == tu_pattern(i, seed))
+		i++;
+	return i;
+}
+
 /* ---- child processes -------------------------------------------------------- */
 
 /*
@@ -530,6 +555,23 @@ static inline size_t tu_count_lines(const char *s)
 	for (; *s; s++)
 		n += *s == '\n';
 	return n;
+}
+
+/* A child (tu_run_child) that met a bad pointer: it must have died of
+ * SIGABRT after exactly one line on stderr (err), "pagealloc: FUNC(PTR):
+ * FAULT". Failures name the case. */
+static inline void tu_expect_fault_line(const char *name, int status, const char *err,
+                                        const char *func, uintptr_t ptr, const char *fault)
+{
+	if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT)
+		fail_msg("%s: child %s %d, want SIGABRT; stderr: \"%s\"", name,
+		         WIFSIGNALED(status) ? "killed by signal" : "exited with",
+		         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), err);
+	char want[512];
+	snprintf(want, sizeof(want), "pagealloc: %s(%#" PRIxPTR "): %s\n", func, ptr, fault);
+	if (strcmp(err, want) != 0)
+		fail_msg("%s: stderr is\n\"%s\"\nwant\n\"%s\"", name, err, want);
+	TU_EQ(tu_count_lines(err), 1);
 }
 
 #endif
