@@ -40,14 +40,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=common.sh
 . "$here/common.sh"
 
-[ $# = 2 ] || {
-	sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//' >&2
-	exit 2
-}
-PA_PRELOAD=$1 prog=$2
-[ -f "$PA_PRELOAD" ] || fail "no preload library at $PA_PRELOAD"
-need_go
-make_tmp
+profile_start 6 go "$@"
 
 mapfile -t envs < <(prof_env "prof=on,prof_sample=64K")
 env "${envs[@]}" "$prog" "$tmp/acc.pb.gz" >"$tmp/truth" || fail "$prog failed"

@@ -21,6 +21,12 @@
 #                     true when EST is within PCT percent of TRUTH
 # prof_env CONF       the words for `env` that run a program on the preload
 #                     library $PA_PRELOAD with PAGEALLOC_CONF=CONF
+# profile_start LAST go|nogo "$@"
+#                     the scripts' common start: exactly the arguments
+#                     PRELOAD_SO PROGRAM (else the usage, lines 2 to LAST of
+#                     the script's opening comment, and exit 2), sets
+#                     PA_PRELOAD and prog, checks the library is there and,
+#                     with go, that go tool pprof runs; then make_tmp
 profile_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../preload/common.sh
 . "$profile_here/../preload/common.sh"
@@ -90,4 +96,17 @@ within() { # pct estimate truth
 
 prof_env() { # conf
 	printf '%s\n' "LD_PRELOAD=$PA_PRELOAD" "PAGEALLOC_CONF=$1"
+}
+
+profile_start() { # last go|nogo args...
+	local last=$1 go=$2
+	shift 2
+	[ $# = 2 ] || {
+		sed -n "2,${last}p" "$0" | sed 's/^# \{0,1\}//' >&2
+		exit 2
+	}
+	PA_PRELOAD=$1 prog=$2
+	[ -f "$PA_PRELOAD" ] || fail "no preload library at $PA_PRELOAD"
+	[ "$go" = nogo ] || need_go
+	make_tmp
 }

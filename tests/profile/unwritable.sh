@@ -12,13 +12,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=common.sh
 . "$here/common.sh"
 
-[ $# = 2 ] || {
-	sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' >&2
-	exit 2
-}
-PA_PRELOAD=$1 prog=$2
-[ -f "$PA_PRELOAD" ] || fail "no preload library at $PA_PRELOAD"
-make_tmp
+profile_start 8 nogo "$@"
 
 mkdir "$tmp/dir"
 : >"$tmp/dir/notadir"
