@@ -66,15 +66,7 @@ static int path_join(char *dst, const char *a, const char *b, const char *c)
 
 static void format_uint(char *buf, uint64_t v)
 {
-	char tmp[20];
-	size_t n = 0;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v != 0);
-	for (size_t i = 0; i < n; i++)
-		buf[i] = tmp[n - 1 - i];
-	buf[n] = '\0';
+	buf[msg_format_uint(buf, v)] = '\0';
 }
 
 /* dir made if need be, 0700, and the user's own with no access for others:

@@ -38,16 +38,23 @@ void msg_hex(struct pa_msg *m, uintptr_t v)
 		msg_strn(m, &tmp[--n], 1);
 }
 
-void msg_uint(struct pa_msg *m, uint64_t v)
+size_t msg_format_uint(char *buf, uint64_t v)
 {
-	char tmp[20];
-	size_t n = 0;
+	char tmp[MSG_UINT_MAX];
+	size_t n = 0, len;
 	do {
 		tmp[n++] = (char)('0' + v % 10);
 		v /= 10;
 	} while (v != 0);
-	while (n > 0)
-		msg_strn(m, &tmp[--n], 1);
+	for (len = 0; n > 0; len++)
+		buf[len] = tmp[--n];
+	return len;
+}
+
+void msg_uint(struct pa_msg *m, uint64_t v)
+{
+	char tmp[MSG_UINT_MAX];
+	msg_strn(m, tmp, msg_format_uint(tmp, v));
 }
 
 void msg_end(struct pa_msg *m)

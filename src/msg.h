@@ -21,7 +21,11 @@ void msg_str(struct pa_msg *m, const char *s);
 void msg_strn(struct pa_msg *m, const char *s, size_t n);
 void msg_hex(struct pa_msg *m, uintptr_t v); /* 0x... */
 void msg_uint(struct pa_msg *m, uint64_t v); /* decimal */
-void msg_end(struct pa_msg *m);              /* newline + write */
+/* v in decimal into buf (MSG_UINT_MAX bytes at most, no NUL); its length.
+ * The one decimal formatter of the allocator's files and messages. */
+#define MSG_UINT_MAX 20u
+size_t msg_format_uint(char *buf, uint64_t v);
+void msg_end(struct pa_msg *m); /* newline + write */
 /* What errno value err means, in words ("no space left on device"), from a
  * table of our own: strerror may translate, and translating allocates. */
 void msg_errno(struct pa_msg *m, int err);

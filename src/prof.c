@@ -265,18 +265,15 @@ static size_t put_str(char *buf, size_t at, size_t cap, const char *s)
 	return at;
 }
 
+/* v in decimal, zero-padded to width digits. */
 static size_t put_uint(char *buf, size_t at, size_t cap, uint64_t v, unsigned width)
 {
-	char digits[24];
-	unsigned n = 0;
-	do {
-		digits[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v != 0 || n < width);
-	while (n > 0 && at + 1 < cap)
-		buf[at++] = digits[--n];
-	buf[at] = '\0';
-	return at;
+	char digits[MSG_UINT_MAX + 1];
+	size_t n = msg_format_uint(digits, v);
+	for (; width > n && at + 1 < cap; width--)
+		buf[at++] = '0';
+	digits[n] = '\0';
+	return put_str(buf, at, cap, digits);
 }
 
 /* Snapshot the sites (under prof_lock) and write them to `path`, or to

@@ -89,24 +89,11 @@ static void out_pad(struct out *o, size_t col)
 }
 
 /* v in decimal into buf[20] (not NUL-terminated); its length. */
-static size_t format_uint(char *buf, uint64_t v)
-{
-	char tmp[20];
-	size_t n = 0, len;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v != 0);
-	for (len = 0; n > 0; len++)
-		buf[len] = tmp[--n];
-	return len;
-}
-
 /* v in decimal, right-aligned in width characters (0: no padding). */
 static void out_uint_w(struct out *o, uint64_t v, size_t width)
 {
 	char tmp[20];
-	size_t n = format_uint(tmp, v);
+	size_t n = msg_format_uint(tmp, v);
 	for (size_t i = n; i < width; i++)
 		out_str(o, " ");
 	out_strn(o, tmp, n);
@@ -122,7 +109,7 @@ static void out_fixed2(struct out *o, unsigned __int128 num, uint64_t den)
 {
 	unsigned __int128 hundredths = (num * 100 + den / 2) / den;
 	char tmp[24];
-	size_t n = format_uint(tmp, (uint64_t)(hundredths / 100));
+	size_t n = msg_format_uint(tmp, (uint64_t)(hundredths / 100));
 	tmp[n++] = '.';
 	tmp[n++] = (char)('0' + (unsigned)(hundredths % 100 / 10));
 	tmp[n++] = (char)('0' + (unsigned)(hundredths % 10));
@@ -581,7 +568,7 @@ void pa_malloc_stats_print(int fd)
 static int stats_path(char *path, size_t cap)
 {
 	char pid[20];
-	size_t np = format_uint(pid, (uint64_t)os_getpid());
+	size_t np = msg_format_uint(pid, (uint64_t)os_getpid());
 	size_t n = 0;
 	for (const char *s = pa_conf.stats_file; *s != '\0'; s++) {
 		const char *piece = s;
