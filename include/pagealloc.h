@@ -89,6 +89,33 @@ struct pa_stats {
 /* Fill *out with the default heap's counters. Returns 0, or -1 (EINVAL) for NULL. */
 PA_API int pa_stats(struct pa_stats *out);
 
+/*
+ * NUMA (numa=on, the default, on a machine with more than one memory node;
+ * or numa_fake=N): the default heap is one page heap per node, each with
+ * its per-CPU page caches, in an address window of its own. A CPU's pages
+ * come from its node's heap; a free goes back to the heap that owns the
+ * address. pa_stats sums the nodes; pa_numa_stats gives one node's figures.
+ */
+struct pa_numa_stats {
+	int bound_node;        /* the machine's node its arenas prefer (mbind), -1: none */
+	int fake;              /* 1: a numa_fake pretend node */
+	unsigned cpus;         /* CPU ids whose allocations it serves */
+	uintptr_t window_base; /* its address window */
+	size_t window_bytes;
+	size_t heap_reserved, heap_mapped, heap_inuse, heap_released; /* as pa_stats */
+	uint64_t grow_count;
+	uint64_t mpol_failures;          /* arenas whose NUMA policy the kernel refused */
+	size_t cache_free, cache_queued; /* its per-CPU caches, as pa_stats */
+	uint64_t cache_refills, cache_drains;
+};
+
+/* How many page heaps the default heap is split into: 1 unless per node. */
+PA_API unsigned pa_numa_nodes(void);
+
+/* Fill *out with node's figures (node < pa_numa_nodes(); with one heap,
+ * node 0 is the whole heap). 0, or -1 with errno = EINVAL. */
+PA_API int pa_numa_stats(unsigned node, struct pa_numa_stats *out);
+
 /* Give every per-CPU cache's pages and queued frees back to the heap. */
 PA_API void pa_cache_flush(void);
 

@@ -29,6 +29,7 @@ struct pa_config pa_conf = {
     .prof_sample = (size_t)512 << 10,
     .guard_max = (size_t)64 << 10,
     .live = 1,
+    .numa = 1,
 };
 
 void (*config_on_change)(void);
@@ -54,6 +55,8 @@ struct conf_key {
 static const char *const cache_modes[] = {"off", "locked", "on", NULL};
 static const char *const on_off[] = {"off", "on", NULL};
 static const char *const release_modes[] = {"dontneed", "free", NULL};
+/* Indexed by enum pa_numa_mode (numa.h). */
+static const char *const numa_modes[] = {"off", "on", "interleave", NULL};
 /* Indexed as prof.c's prof_signals. */
 static const char *const prof_signal_names[] = {"off", "SIGUSR1", "SIGUSR2", "SIGHUP", NULL};
 
@@ -84,6 +87,9 @@ static const struct conf_key conf_keys[] = {
     KEY(guard_max, CONF_SIZE, 1, 0, NULL, "a size of at least 1 such as 64K"),
     KEY(guard_underflow, CONF_ENUM, 0, 0, on_off, "on or off"),
     KEY(live, CONF_ENUM, 0, 0, on_off, "on or off"),
+    KEY(numa, CONF_ENUM, 0, 0, numa_modes, "off, on or interleave"),
+    KEY(numa_fake, CONF_UINT, 0, PA_NUMA_MAX_NODES, NULL,
+        "a number of pretend nodes from 0 (none) to 8"),
 };
 #undef KEY
 

@@ -45,6 +45,9 @@ struct pa_config {
 	size_t guard_max;                   /* the largest block guarded */
 	size_t guard_underflow;             /* 1: every other guarded block starts against the
 	                                     * guard page before it, not its end after */
+	size_t numa;                        /* enum pa_numa_mode: off, on (per-node heaps where
+	                                     * the machine has several nodes), interleave */
+	size_t numa_fake;                   /* 0, or pretend nodes (numa.h): tests */
 	size_t live;                        /* 1: publish the heap's figures in a live file
 	                                     * that `pagealloc stat` reads (live.h) */
 };

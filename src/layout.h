@@ -15,8 +15,8 @@
  * 21-bit summary field can hold (with the help of its top bit).
  *
  * Also here, at the bottom of the tree, the page level's defaults that
- * configuration (config.c) names: the growth's reservation and the per-CPU
- * page caches' modes.
+ * configuration (config.c) names: the growth's reservation, the per-CPU
+ * page caches' modes and the NUMA modes.
  */
 #ifndef PA_LAYOUT_H
 #define PA_LAYOUT_H
@@ -74,6 +74,15 @@ enum pa_cache_mode {
 	PA_CACHE_OFF = 0,
 	PA_CACHE_LOCKED = 1, /* per-CPU lock (CAS), CPU from sched_getcpu */
 	PA_CACHE_RSEQ = 2,   /* restartable sequences, no atomics on fast paths */
+};
+
+/* NUMA (numa.h): the most per-node page heaps the default heap splits
+ * into, and PAGEALLOC_CONF's numa=off|on|interleave, in this order. */
+#define PA_NUMA_MAX_NODES 8u
+enum pa_numa_mode {
+	PA_NUMA_OFF = 0,
+	PA_NUMA_ON = 1,         /* per-node heaps where the machine has several nodes */
+	PA_NUMA_INTERLEAVE = 2, /* one heap, its pages spread over every node */
 };
 
 #define PA_ALIGN_UP(x, a) (((x) + (a)-1) & ~((uintptr_t)(a)-1))

@@ -104,6 +104,17 @@ int os_commit(void *addr, size_t size)
 	return mprotect(addr, size, PROT_READ | PROT_WRITE) == 0 ? 0 : -1;
 }
 
+int os_mbind(void *addr, size_t size, enum os_mpol mode, unsigned long nodemask)
+{
+	/* maxnode counts bits and the kernel reads one fewer. errno stays: a
+	 * policy the kernel refuses (a container's seccomp filter) is no
+	 * failure of the allocation that grew the heap. */
+	int saved = errno;
+	long r = syscall(SYS_mbind, addr, size, (int)mode, &nodemask, sizeof(nodemask) * 8 + 1, 0u);
+	errno = saved;
+	return r == 0 ? 0 : -1;
+}
+
 int os_protect_none(void *addr, size_t size)
 {
 	return mprotect(addr, size, PROT_NONE) == 0 ? 0 : -1;

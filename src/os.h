@@ -28,6 +28,16 @@ size_t os_addr_space_limit(void);
 /* Make a reserved range readable and writable. 0 or -1. */
 int os_commit(void *addr, size_t size);
 
+/* Memory policies for os_mbind (the kernel's MPOL_* numbers). */
+enum os_mpol {
+	OS_MPOL_PREFERRED = 1,  /* this node first, others when it is full */
+	OS_MPOL_INTERLEAVE = 3, /* page by page over the nodes */
+};
+
+/* Set the NUMA policy of a reserved range before its first touch (mbind(2)):
+ * its pages come from the nodes of nodemask (bit n: node n). 0 or -1. */
+int os_mbind(void *addr, size_t size, enum os_mpol mode, unsigned long nodemask);
+
 /* Make a range inaccessible (PROT_NONE): any access faults. 0 or -1. */
 int os_protect_none(void *addr, size_t size);
 

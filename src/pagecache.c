@@ -87,6 +87,11 @@ static int current_cpu(const struct pa_pagecache_set *pc)
 	return os_getcpu();
 }
 
+int pagecache_current_cpu(const struct pa_pagecache_set *pc)
+{
+	return current_cpu(pc);
+}
+
 /* Take cache `cpu`: gen becomes odd. Returns the odd gen. */
 static uint64_t pagecache_own(struct pa_pagecache_set *pc, int cpu)
 {

@@ -84,6 +84,10 @@ enum pa_page_fault pagecache_heap_free(struct pa_pagecache_set *pc, uintptr_t ad
 /* Called (then the process aborts) when a queued free turns out bad. */
 extern void (*pagecache_fault_hook)(uintptr_t addr, size_t npages, enum pa_page_fault f);
 
+/* The CPU id the calling thread runs on as the caches see it (rseq's, or
+ * getcpu's), -1 if unknown. */
+int pagecache_current_cpu(const struct pa_pagecache_set *pc);
+
 /* Give every cache's pages and queued frees back to the heap. */
 void pagecache_flush_all(struct pa_pagecache_set *pc);
 

@@ -272,6 +272,9 @@ int pageheap_init(struct pa_pageheap *h, const struct pa_pageheap_opts *opts)
 	memset(h, 0, sizeof(*h));
 	lock_init(&h->lock);
 	h->metadata_only = opts->metadata_only;
+	h->window_reserved = opts->window_reserved && opts->window_bits != 0;
+	h->mpol = opts->mpol;
+	h->mpol_nodes = opts->mpol_nodes;
 	h->arena_bytes =
 	    opts->arena_bytes ? PA_ALIGN_UP(opts->arena_bytes, PA_CHUNK_SIZE) : PA_ARENA_DEFAULT;
 	if (opts->window_bits != 0) {
@@ -614,6 +617,11 @@ static uintptr_t arena_range_base(const struct pa_pageheap *h)
  */
 static uintptr_t reserve_arena(struct pa_pageheap *h, uintptr_t size)
 {
+	if (h->window_reserved) {
+		uintptr_t p = h->arena_end != 0 ? h->arena_end : h->window_base;
+		uintptr_t top = h->window_base + ((uintptr_t)1 << h->window_bits);
+		return size <= top - p ? p : 0;
+	}
 	if (h->arena_end != 0) {
 		int narrowed = h->window_bits < PA_ADDR_BITS;
 		uintptr_t at[2] = {h->arena_end, arena_range_base(h) - size};
@@ -762,13 +770,19 @@ static int grow_from_os(struct pa_pageheap *h, size_t npages)
 		if (p == 0 && size > need)
 			p = reserve_arena(h, size = need);
 		if (p == 0 && need == PA_CHUNK_SIZE && h->arena_next == h->arena_end &&
-		    grow_partial(h, npages) == 0)
+		    !h->window_reserved && grow_partial(h, npages) == 0)
 			return 0;
 		if (p == 0 || range_list_reserve(&h->arenas, h->arenas.n + 1) != 0) {
-			os_unmap((void *)p, size);
+			if (!h->window_reserved)
+				os_unmap((void *)p, size);
 			goto fail;
 		}
 		range_list_add(&h->arenas, p, p + size);
+		/* Before the first touch: the kernel places a page by the policy
+		 * in force when it faults it in. */
+		if (h->mpol != 0 &&
+		    os_mbind((void *)p, size, (enum os_mpol)h->mpol, h->mpol_nodes) != 0)
+			h->mpol_failures++;
 		h->reserved_bytes += size;
 		if (p != h->arena_end) {
 			/* Not contiguous: the old arena's tail joins the heap as

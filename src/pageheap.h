@@ -95,6 +95,14 @@ struct pa_pageheap_opts {
 	uintptr_t window_base;
 	/* Address space reserved from the OS per growth (0: PA_ARENA_DEFAULT). */
 	size_t arena_bytes;
+	/* 1: the caller has reserved the whole window (PROT_NONE, os_reserve)
+	 * and keeps it: arenas are carved from it bottom up, no system call,
+	 * and the heap never maps outside it (a NUMA node's heap, pages.c). */
+	int window_reserved;
+	/* NUMA policy of every new arena, set before its first touch
+	 * (os_mbind): 0 none, else an enum os_mpol over mpol_nodes. */
+	int mpol;
+	unsigned long mpol_nodes;
 };
 
 /* A heap under an address-space limit of at most PA_PLACE_LIMIT_MAX stays in
@@ -123,6 +131,9 @@ struct pa_pageheap {
 	int window_fallback; /* 1: narrower than 48 bits (address-space limit) */
 	int metadata_only;
 	size_t arena_bytes;
+	int window_reserved; /* arenas are carved from a window the owner reserved */
+	int mpol;            /* NUMA policy of new arenas (enum os_mpol; 0: none) */
+	unsigned long mpol_nodes;
 	/* Under a limit of at most PA_PLACE_LIMIT_MAX, arenas are placed in
 	 * one aligned PA_PLACE_REGION: this is its address over the region's
 	 * size, plus 1 (a number, not an address: memcheck must not see a
@@ -150,6 +161,7 @@ struct pa_pageheap {
 	size_t reserved_bytes;           /* OS address space reserved for heap pages */
 	uint64_t grow_count;             /* successful growths (atomic stores, as free_count) */
 	uint64_t grow_failures;          /* growths the OS refused */
+	uint64_t mpol_failures;          /* arenas whose NUMA policy the kernel refused */
 	size_t releasing_pages;          /* taken by the scavenger while it releases them */
 	uint64_t free_count;             /* frees that stamped chunks (scavenger bookkeeping;
 	                                  * atomic stores: pages.c reads it unlocked) */

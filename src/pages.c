@@ -9,6 +9,15 @@
  * may allocate (registering fork handlers, starting the scavenger thread) is
  * done after the build, outside every allocator lock, by the thread that
  * built it; a forked child restarts the thread on its next heap call.
+ *
+ * NUMA (numa.h): on a machine with several nodes the default heap is one
+ * page heap and one per-CPU cache set per node, node_heaps[i] in the i-th
+ * window, all served by the one scavenger. An allocation takes the calling
+ * CPU's node (its cache set, its heap); a free goes to the heap whose window
+ * holds the address, through that node's cache set (the freeing CPU's queue
+ * in it). A thread that migrates between reading its CPU and allocating
+ * takes the old node's pages: the node it asked from. With one node,
+ * node_heaps[0] is the heap over the full window that it always was.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -16,6 +25,7 @@
 
 #include "config.h"
 #include "msg.h"
+#include "numa.h"
 #include "os.h"
 #include "pagealloc.h"
 #include "pagecache.h"
@@ -26,8 +36,10 @@
 
 enum { HEAP_UNINIT, HEAP_READY, HEAP_FAILED };
 
-static struct pa_pageheap default_heap;
-static struct pa_pagecache_set default_caches;
+/* Set at the build under init_lock, read-only once default_state is READY. */
+static struct pa_numa numa;
+static struct pa_pageheap node_heaps[PA_NUMA_MAX_NODES];
+static struct pa_pagecache_set node_caches[PA_NUMA_MAX_NODES];
 static struct pa_scavenger default_scav;
 /* 1 when the scavenger thread should be (re)started on the next heap call. */
 static int scav_wanted;
@@ -62,10 +74,26 @@ static void scav_config_from_conf(struct pa_scav_config *c)
 /* Arm the lazy start; allowed_grows: growths that do not count as work.
  * Single-threaded (the build under init_lock, a forked child) or racing
  * only with pages_background's reads, which the release store orders. */
+static uint64_t heaps_free_count(void)
+{
+	uint64_t n = 0;
+	for (unsigned i = 0; i < numa.nodes; i++)
+		n += __atomic_load_n(&node_heaps[i].free_count, __ATOMIC_RELAXED);
+	return n;
+}
+
+static uint64_t heaps_grow_count(void)
+{
+	uint64_t n = 0;
+	for (unsigned i = 0; i < numa.nodes; i++)
+		n += __atomic_load_n(&node_heaps[i].grow_count, __ATOMIC_RELAXED);
+	return n;
+}
+
 static void scav_arm(uint64_t allowed_grows)
 {
-	armed_frees = __atomic_load_n(&default_heap.free_count, __ATOMIC_RELAXED);
-	armed_grows = __atomic_load_n(&default_heap.grow_count, __ATOMIC_RELAXED) + allowed_grows;
+	armed_frees = heaps_free_count();
+	armed_grows = heaps_grow_count() + allowed_grows;
 	__atomic_store_n(&scav_armed, __atomic_load_n(&default_scav.conf.enabled, __ATOMIC_RELAXED),
 	                 __ATOMIC_RELEASE);
 }
@@ -128,7 +156,7 @@ void pages_set_publish(uint64_t (*fn)(uint32_t **wake_word))
 
 uint32_t pages_epoch(void)
 {
-	return __atomic_load_n(&default_heap.epoch, __ATOMIC_RELAXED);
+	return __atomic_load_n(&node_heaps[0].epoch, __ATOMIC_RELAXED);
 }
 
 /* Every lock below is taken with init_lock held, so a fork can never catch
@@ -142,15 +170,19 @@ static void fork_prepare(void)
 	if (hook_prepare != NULL)
 		hook_prepare();
 	lock_acquire(&default_scav.release_lock);
-	pagecache_own_all(&default_caches);
-	lock_acquire(&default_heap.lock);
+	for (unsigned i = 0; i < numa.nodes; i++)
+		pagecache_own_all(&node_caches[i]);
+	for (unsigned i = 0; i < numa.nodes; i++)
+		lock_acquire(&node_heaps[i].lock);
 }
 
 static void fork_parent(void)
 {
 	if (default_state == HEAP_READY) {
-		lock_release(&default_heap.lock);
-		pagecache_release_all(&default_caches);
+		for (unsigned i = numa.nodes; i-- > 0;)
+			lock_release(&node_heaps[i].lock);
+		for (unsigned i = numa.nodes; i-- > 0;)
+			pagecache_release_all(&node_caches[i]);
 		lock_release(&default_scav.release_lock);
 		if (hook_parent != NULL)
 			hook_parent();
@@ -161,8 +193,10 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	if (default_state == HEAP_READY) {
-		lock_init(&default_heap.lock);
-		pagecache_after_fork_child(&default_caches);
+		for (unsigned i = 0; i < numa.nodes; i++) {
+			lock_init(&node_heaps[i].lock);
+			pagecache_after_fork_child(&node_caches[i]);
+		}
 		scav_after_fork_child(&default_scav);
 		__atomic_store_n(&scav_wanted, 0, __ATOMIC_RELAXED);
 		scav_arm(0);
@@ -208,6 +242,64 @@ __attribute__((constructor)) static void fork_handlers_at_load(void)
 	fork_handlers_register();
 }
 
+/*
+ * The per-node heaps: one reservation for all the windows (where the
+ * kernel, or a sanitizer, places it), each heap carving its arenas from its
+ * own window. 0, or -1 with nothing left mapped: the caller falls back to
+ * one heap. Under an address-space limit there is no room for windows.
+ */
+static int node_heaps_init(const struct pa_pageheap_opts *base_opts)
+{
+	if (os_addr_space_limit() != SIZE_MAX)
+		return -1;
+	size_t bytes = (size_t)numa.nodes << PA_NUMA_WINDOW_BITS;
+	void *windows = os_reserve(bytes, PA_NUMA_WINDOW_SIZE);
+	if (windows == NULL)
+		return -1;
+	numa.base = (uintptr_t)windows;
+	for (unsigned i = 0; i < numa.nodes; i++) {
+		struct pa_pageheap_opts opts = *base_opts;
+		opts.window_bits = PA_NUMA_WINDOW_BITS;
+		opts.window_base = numa.base + i * PA_NUMA_WINDOW_SIZE;
+		opts.window_reserved = 1;
+		if (numa.bind_node[i] >= 0 && numa.bind_node[i] < 64) {
+			opts.mpol = OS_MPOL_PREFERRED;
+			opts.mpol_nodes = 1ul << numa.bind_node[i];
+		}
+		if (pageheap_init(&node_heaps[i], &opts) != 0) {
+			while (i-- > 0)
+				pageheap_destroy(&node_heaps[i]);
+			os_unmap(windows, bytes);
+			numa.base = 0;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The heaps (one, or one per node) and their caches; 0 or -1. */
+static int heaps_init(void)
+{
+	numa_topology(&numa, (enum pa_numa_mode)pa_conf.numa, (unsigned)pa_conf.numa_fake);
+	struct pa_pageheap_opts opts = {.arena_bytes = pa_conf.arena_size};
+	/* numa_fake=1 makes one per-node heap: a node's layout on one node. */
+	if ((numa.nodes > 1 || numa.fake) && node_heaps_init(&opts) != 0)
+		numa_topology(&numa, PA_NUMA_OFF, 0);
+	if (numa.base == 0) {
+		if (pa_conf.numa == PA_NUMA_INTERLEAVE && numa.online_mask != 0) {
+			opts.mpol = OS_MPOL_INTERLEAVE;
+			opts.mpol_nodes = numa.online_mask;
+		}
+		if (pageheap_init(&node_heaps[0], &opts) != 0)
+			return -1;
+	}
+	for (unsigned i = 0; i < numa.nodes; i++)
+		if (pagecache_init(&node_caches[i], &node_heaps[i],
+		                   (enum pa_cache_mode)pa_conf.percpu_cache) != 0)
+			return -1;
+	return 0;
+}
+
 static struct pa_pageheap *default_heap_build(void)
 {
 	int built_here = 0;
@@ -215,14 +307,17 @@ static struct pa_pageheap *default_heap_build(void)
 	lock_acquire(&init_lock);
 	if (__atomic_load_n(&default_state, __ATOMIC_RELAXED) == HEAP_UNINIT) {
 		config_load_env();
-		struct pa_pageheap_opts opts = {.arena_bytes = pa_conf.arena_size};
 		int state = HEAP_FAILED;
-		if (pageheap_init(&default_heap, &opts) == 0 &&
-		    pagecache_init(&default_caches, &default_heap,
-		                   (enum pa_cache_mode)pa_conf.percpu_cache) == 0) {
+		if (heaps_init() == 0) {
 			struct pa_scav_config c;
 			scav_config_from_conf(&c);
-			scav_init(&default_scav, &default_heap, &default_caches, &c);
+			struct pa_pageheap *heaps[PA_NUMA_MAX_NODES];
+			struct pa_pagecache_set *caches[PA_NUMA_MAX_NODES];
+			for (unsigned i = 0; i < numa.nodes; i++) {
+				heaps[i] = &node_heaps[i];
+				caches[i] = &node_caches[i];
+			}
+			scav_init_heaps(&default_scav, heaps, caches, numa.nodes, &c);
 			default_scav.publish = publish_hook;
 			state = HEAP_READY;
 			built_here = 1;
@@ -234,7 +329,7 @@ static struct pa_pageheap *default_heap_build(void)
 		config_on_change = apply_live_config;
 		scav_arm(1);
 	}
-	return default_state == HEAP_READY ? &default_heap : NULL;
+	return default_state == HEAP_READY ? &node_heaps[0] : NULL;
 }
 
 /* Start (or, in a forked child, restart) the scavenger thread. A thread
@@ -257,12 +352,21 @@ __attribute__((destructor)) static void pages_fini(void)
 		scav_stop(&default_scav);
 }
 
-/* The default heap, or NULL if it could not be built (no address space). */
+/* The default heap (node 0's), or NULL if it could not be built (no
+ * address space). */
 static inline struct pa_pageheap *default_heap_get(void)
 {
 	if (__atomic_load_n(&default_state, __ATOMIC_ACQUIRE) == HEAP_READY)
-		return &default_heap;
+		return &node_heaps[0];
 	return default_heap_build();
+}
+
+/* The node whose heap serves the calling CPU (built heaps only). */
+static inline unsigned node_here(void)
+{
+	if (__builtin_expect(numa.nodes == 1, 1))
+		return 0;
+	return numa_node_of_cpu(&numa, pagecache_current_cpu(&node_caches[0]));
 }
 
 void *pa_pages_alloc(size_t npages)
@@ -278,24 +382,26 @@ void *pa_pages_alloc(size_t npages)
 	}
 	scav_want(); /* a page API user gets the thread at once */
 	scav_ensure_started();
+	unsigned n = node_here();
 	void *p = npages < PA_CACHE_MAX_PAGES
-	              ? (void *)pagecache_alloc(&default_caches, npages, NULL)
-	              : (void *)pageheap_alloc(h, npages, NULL);
+	              ? (void *)pagecache_alloc(&node_caches[n], npages, NULL)
+	              : (void *)pageheap_alloc(&node_heaps[n], npages, NULL);
 	/* malloc leaves the pages it freed NOACCESS for memcheck (vg.h). */
 	if (p != NULL && vg_active())
 		VALGRIND_MAKE_MEM_DEFINED(p, npages * PA_PAGE_SIZE);
 	return p;
 }
 
-/* Free pages to heap h (NULL: none could be built) without starting the
- * scavenger (pages_free, pa_pages_free). */
+/* Free pages to the heap that owns them (h NULL: none could be built)
+ * without starting the scavenger (pages_free, pa_pages_free). */
 static void pages_free_quiet(struct pa_pageheap *h, void *p, size_t npages)
 {
 	enum pa_page_fault f = PA_PAGE_NOT_HEAP;
-	if (h != NULL && npages != 0 && npages < PA_CACHE_MAX_PAGES)
-		f = pagecache_free(&default_caches, (uintptr_t)p, npages);
-	else if (h != NULL)
-		f = pagecache_heap_free(&default_caches, (uintptr_t)p, npages);
+	int n = h != NULL ? numa_node_of_addr(&numa, (uintptr_t)p) : -1;
+	if (n >= 0 && npages != 0 && npages < PA_CACHE_MAX_PAGES)
+		f = pagecache_free(&node_caches[n], (uintptr_t)p, npages);
+	else if (n >= 0)
+		f = pagecache_heap_free(&node_caches[n], (uintptr_t)p, npages);
 	if (f != PA_PAGE_OK)
 		pageheap_report_fault((uintptr_t)p, npages, f, NULL);
 }
@@ -319,32 +425,37 @@ int pa_stats(struct pa_stats *out)
 		return -1;
 	}
 	memset(out, 0, sizeof(*out));
-	struct pa_pageheap *h = default_heap_get();
-	if (h == NULL)
+	if (default_heap_get() == NULL)
 		return 0;
-	lock_acquire(&h->lock);
-	out->heap_reserved = h->reserved_bytes;
-	out->heap_mapped = h->mapped_pages * PA_PAGE_SIZE;
-	out->heap_inuse = h->inuse_pages * PA_PAGE_SIZE;
+	/* Each heap under its own lock: with several nodes the sums are of
+	 * figures read one heap after another. */
+	for (unsigned i = 0; i < numa.nodes; i++) {
+		struct pa_pageheap *h = &node_heaps[i];
+		lock_acquire(&h->lock);
+		out->heap_reserved += h->reserved_bytes;
+		out->heap_mapped += h->mapped_pages * PA_PAGE_SIZE;
+		out->heap_inuse += h->inuse_pages * PA_PAGE_SIZE;
+		out->heap_released += h->scav_pages * PA_PAGE_SIZE;
+		out->metadata += pageheap_metadata_bytes_locked(h);
+		out->summary_reserved += h->sum_reservation_bytes;
+		out->window_fallback |= h->window_fallback;
+		out->heap_ranges += h->ranges.n;
+		out->grow_count += h->grow_count;
+		out->grow_failures += h->grow_failures;
+		lock_release(&h->lock);
+		struct pa_pagecache_stats cs;
+		pagecache_stats(&node_caches[i], &cs);
+		out->cache_free += cs.cached_pages * PA_PAGE_SIZE;
+		out->cache_queued += cs.queued_pages * PA_PAGE_SIZE;
+		out->cache_refills += cs.refills;
+		out->cache_drains += cs.drains;
+	}
 	out->heap_free = out->heap_mapped - out->heap_inuse;
-	out->heap_released = h->scav_pages * PA_PAGE_SIZE;
-	out->metadata = pageheap_metadata_bytes_locked(h);
-	out->summary_reserved = h->sum_reservation_bytes;
-	out->window_base = h->window_base;
-	out->window_bytes = (size_t)1 << h->window_bits;
-	out->window_fallback = h->window_fallback;
-	out->heap_ranges = h->ranges.n;
-	out->grow_count = h->grow_count;
-	out->grow_failures = h->grow_failures;
-	lock_release(&h->lock);
-	struct pa_pagecache_stats cs;
-	pagecache_stats(&default_caches, &cs);
-	out->cache_mode = (int)default_caches.mode;
-	out->cache_cpus = default_caches.ncpus;
-	out->cache_free = cs.cached_pages * PA_PAGE_SIZE;
-	out->cache_queued = cs.queued_pages * PA_PAGE_SIZE;
-	out->cache_refills = cs.refills;
-	out->cache_drains = cs.drains;
+	/* The nodes' windows are adjacent: together one window. */
+	out->window_base = node_heaps[0].window_base;
+	out->window_bytes = (size_t)numa.nodes << node_heaps[0].window_bits;
+	out->cache_mode = (int)node_caches[0].mode;
+	out->cache_cpus = node_caches[0].ncpus;
 	out->scavenger_running = __atomic_load_n(&default_scav.state, __ATOMIC_RELAXED);
 	out->released_total = __atomic_load_n(&default_scav.released_bytes, __ATOMIC_RELAXED);
 	out->release_calls = __atomic_load_n(&default_scav.releases, __ATOMIC_RELAXED);
@@ -354,20 +465,57 @@ int pa_stats(struct pa_stats *out)
 	return 0;
 }
 
+unsigned pa_numa_nodes(void)
+{
+	return default_heap_get() != NULL ? numa.nodes : 1;
+}
+
+int pa_numa_stats(unsigned node, struct pa_numa_stats *out)
+{
+	if (out == NULL || default_heap_get() == NULL || node >= numa.nodes) {
+		errno = EINVAL;
+		return -1;
+	}
+	memset(out, 0, sizeof(*out));
+	struct pa_pageheap *h = &node_heaps[node];
+	out->bound_node = numa.base != 0 ? numa.bind_node[node] : -1;
+	out->fake = numa.fake;
+	out->cpus = numa.base != 0 ? numa.cpus_of[node] : node_caches[0].ncpus;
+	lock_acquire(&h->lock);
+	out->window_base = h->window_base;
+	out->window_bytes = (size_t)1 << h->window_bits;
+	out->heap_reserved = h->reserved_bytes;
+	out->heap_mapped = h->mapped_pages * PA_PAGE_SIZE;
+	out->heap_inuse = h->inuse_pages * PA_PAGE_SIZE;
+	out->heap_released = h->scav_pages * PA_PAGE_SIZE;
+	out->grow_count = h->grow_count;
+	out->mpol_failures = h->mpol_failures;
+	lock_release(&h->lock);
+	struct pa_pagecache_stats cs;
+	pagecache_stats(&node_caches[node], &cs);
+	out->cache_free = cs.cached_pages * PA_PAGE_SIZE;
+	out->cache_queued = cs.queued_pages * PA_PAGE_SIZE;
+	out->cache_refills = cs.refills;
+	out->cache_drains = cs.drains;
+	return 0;
+}
+
 size_t pa_scavenge(size_t bytes)
 {
 	if (default_heap_get() == NULL)
 		return 0;
 	/* Everything means the caches' pages too. */
 	if (bytes == 0)
-		pagecache_flush_all(&default_caches);
+		for (unsigned i = 0; i < numa.nodes; i++)
+			pagecache_flush_all(&node_caches[i]);
 	return scav_release(&default_scav, bytes, 1);
 }
 
 void pa_cache_flush(void)
 {
 	if (__atomic_load_n(&default_state, __ATOMIC_ACQUIRE) == HEAP_READY)
-		pagecache_flush_all(&default_caches);
+		for (unsigned i = 0; i < numa.nodes; i++)
+			pagecache_flush_all(&node_caches[i]);
 }
 
 /* ---- the malloc layer's view (pages.h) ------------------------------------ */
@@ -400,15 +548,18 @@ uintptr_t pages_alloc(size_t npages, size_t *scav)
 	/* Under memcheck the per-CPU caches' group bases would be pointers to
 	 * the first block of a group: its leak check would count a leaked
 	 * block there as still reachable. */
+	unsigned n = node_here();
 	if (npages < PA_CACHE_MAX_PAGES && !vg_active())
-		return pagecache_alloc(&default_caches, npages, scav);
-	return pageheap_alloc(h, npages, scav);
+		return pagecache_alloc(&node_caches[n], npages, scav);
+	return pageheap_alloc(&node_heaps[n], npages, scav);
 }
 
 int pages_alloc_at(uintptr_t addr, size_t npages)
 {
-	struct pa_pageheap *h = default_heap_get();
-	return h != NULL && pageheap_alloc_at(h, addr, npages, NULL);
+	if (default_heap_get() == NULL)
+		return 0;
+	int n = numa_node_of_addr(&numa, addr);
+	return n >= 0 && pageheap_alloc_at(&node_heaps[n], addr, npages, NULL);
 }
 
 void pages_background(void)
@@ -416,8 +567,7 @@ void pages_background(void)
 	if (__atomic_load_n(&default_state, __ATOMIC_ACQUIRE) != HEAP_READY)
 		return;
 	if (__builtin_expect(__atomic_load_n(&scav_armed, __ATOMIC_ACQUIRE), 0) &&
-	    (__atomic_load_n(&default_heap.free_count, __ATOMIC_RELAXED) != armed_frees ||
-	     __atomic_load_n(&default_heap.grow_count, __ATOMIC_RELAXED) > armed_grows))
+	    (heaps_free_count() != armed_frees || heaps_grow_count() > armed_grows))
 		scav_want();
 	scav_ensure_started();
 }
@@ -441,16 +591,19 @@ int pages_release_zeroes(void)
 void pages_totals(size_t *mapped, size_t *released, size_t *inuse_outside_caches)
 {
 	*mapped = *released = *inuse_outside_caches = 0;
-	struct pa_pageheap *h = default_heap_get();
-	if (h == NULL)
+	if (default_heap_get() == NULL)
 		return;
-	lock_acquire(&h->lock);
-	size_t inuse = h->inuse_pages;
-	*mapped = h->mapped_pages * PA_PAGE_SIZE;
-	*released = h->scav_pages * PA_PAGE_SIZE;
-	lock_release(&h->lock);
-	struct pa_pagecache_stats cs;
-	pagecache_stats(&default_caches, &cs);
-	size_t cached = cs.cached_pages + cs.queued_pages;
+	size_t inuse = 0, cached = 0;
+	for (unsigned i = 0; i < numa.nodes; i++) {
+		struct pa_pageheap *h = &node_heaps[i];
+		lock_acquire(&h->lock);
+		inuse += h->inuse_pages;
+		*mapped += h->mapped_pages * PA_PAGE_SIZE;
+		*released += h->scav_pages * PA_PAGE_SIZE;
+		lock_release(&h->lock);
+		struct pa_pagecache_stats cs;
+		pagecache_stats(&node_caches[i], &cs);
+		cached += cs.cached_pages + cs.queued_pages;
+	}
 	*inuse_outside_caches = (inuse > cached ? inuse - cached : 0) * PA_PAGE_SIZE;
 }

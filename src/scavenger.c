@@ -33,19 +33,29 @@ static void scav_kick(struct pa_scavenger *s)
 	os_futex_wake_shared(word, 1);
 }
 
-void scav_init(struct pa_scavenger *s, struct pa_pageheap *heap, struct pa_pagecache_set *caches,
-               const struct pa_scav_config *conf)
+void scav_init_heaps(struct pa_scavenger *s, struct pa_pageheap *const *heaps,
+                     struct pa_pagecache_set *const *caches, unsigned n,
+                     const struct pa_scav_config *conf)
 {
 	memset(s, 0, sizeof(*s));
-	s->heap = heap;
-	s->caches = caches;
+	s->nheaps = n;
+	for (unsigned i = 0; i < n; i++) {
+		s->heaps[i] = heaps[i];
+		s->caches[i] = caches != NULL ? caches[i] : NULL;
+		heaps[i]->on_pressure = on_pressure;
+		heaps[i]->pressure_arg = s;
+	}
 	/* hp_pages stays 0 until the thread, its only reader, reads it: a short
 	 * program never opens the sysfs files. */
 	s->wake_word = &s->wake;
 	lock_init(&s->release_lock);
-	heap->on_pressure = on_pressure;
-	heap->pressure_arg = s;
 	scav_configure(s, conf);
+}
+
+void scav_init(struct pa_scavenger *s, struct pa_pageheap *heap, struct pa_pagecache_set *caches,
+               const struct pa_scav_config *conf)
+{
+	scav_init_heaps(s, &heap, caches != NULL ? &caches : NULL, 1, conf);
 }
 
 void scav_configure(struct pa_scavenger *s, const struct pa_scav_config *conf)
@@ -58,9 +68,14 @@ void scav_configure(struct pa_scavenger *s, const struct pa_scav_config *conf)
 	__atomic_store_n(&s->conf.delay_ms, conf->delay_ms, __ATOMIC_RELAXED);
 	unsigned burst = conf->burst_percent > 100 ? 100 : conf->burst_percent;
 	__atomic_store_n(&s->conf.burst_percent, burst, __ATOMIC_RELAXED);
-	lock_acquire(&s->heap->lock);
-	s->heap->limit_pages = PA_ALIGN_UP(conf->memory_limit, PA_PAGE_SIZE) / PA_PAGE_SIZE;
-	lock_release(&s->heap->lock);
+	/* Each heap is flagged past its even share; on_pressure sums them. */
+	size_t pages = PA_ALIGN_UP(conf->memory_limit, PA_PAGE_SIZE) / PA_PAGE_SIZE;
+	size_t share = pages == 0 ? 0 : (pages + s->nheaps - 1) / s->nheaps;
+	for (unsigned i = 0; i < s->nheaps; i++) {
+		lock_acquire(&s->heaps[i]->lock);
+		s->heaps[i]->limit_pages = share;
+		lock_release(&s->heaps[i]->lock);
+	}
 	/* Let a sleeping thread see the change now. */
 	scav_kick(s);
 }
@@ -71,10 +86,9 @@ void scav_configure(struct pa_scavenger *s, const struct pa_scav_config *conf)
  * Release the candidate run of chunk ci, if any: reserve under the lock,
  * madvise without it, commit under it. Returns pages released (0: none).
  */
-static unsigned release_in_chunk(struct pa_scavenger *s, size_t ci, int force, unsigned split_below,
-                                 unsigned max_pages)
+static unsigned release_in_chunk(struct pa_scavenger *s, struct pa_pageheap *h, size_t ci,
+                                 int force, unsigned split_below, unsigned max_pages)
 {
-	struct pa_pageheap *h = s->heap;
 	uintptr_t addr = 0;
 	unsigned fresh = 0;
 	lock_acquire(&h->lock);
@@ -103,14 +117,22 @@ static unsigned release_in_chunk(struct pa_scavenger *s, size_t ci, int force, u
  * goal, an eighth of the pages in use plus a chunk (Go retains 10% over its
  * heap goal; the chunk keeps a small heap from ever counting as shrinking).
  */
-static int scav_shrinking(struct pa_scavenger *s)
+static int heap_shrinking(struct pa_pageheap *h)
 {
-	struct pa_pageheap *h = s->heap;
 	lock_acquire(&h->lock);
 	size_t inuse = h->inuse_pages, resident = pageheap_resident_pages_locked(h);
 	lock_release(&h->lock);
 	size_t free_res = resident > inuse ? resident - inuse : 0;
 	return free_res > inuse / SCAV_RETAIN_SHARE + PA_CHUNK_PAGES;
+}
+
+/* Any of the heaps shrinking: the pace of the one thread follows it. */
+static int scav_shrinking(struct pa_scavenger *s)
+{
+	for (unsigned i = 0; i < s->nheaps; i++)
+		if (heap_shrinking(s->heaps[i]))
+			return 1;
+	return 0;
 }
 
 static int burst_enabled(struct pa_scavenger *s)
@@ -119,13 +141,12 @@ static int burst_enabled(struct pa_scavenger *s)
 	       __atomic_load_n(&s->conf.percent, __ATOMIC_RELAXED);
 }
 
-size_t scav_step(struct pa_scavenger *s, uint32_t min_age)
+/* One heap's part of a step: at most one candidate released. */
+static size_t heap_step(struct pa_scavenger *s, struct pa_pageheap *h, uint32_t min_age)
 {
-	struct pa_pageheap *h = s->heap;
-	lock_acquire(&s->release_lock);
 	/* A shrinking heap (with burst pacing on) gives up huge pages of sparse
 	 * chunks: that free memory is not what the heap recently needed. */
-	unsigned split_below = burst_enabled(s) && scav_shrinking(s) ? SCAV_SPARSE_PAGES : 0;
+	unsigned split_below = burst_enabled(s) && heap_shrinking(h) ? SCAV_SPARSE_PAGES : 0;
 	lock_acquire(&h->lock);
 	uint64_t frees_before = h->free_count;
 	lock_release(&h->lock);
@@ -137,7 +158,7 @@ size_t scav_step(struct pa_scavenger *s, uint32_t min_age)
 			recent = young;
 		if (ci == SIZE_MAX)
 			break;
-		released = release_in_chunk(s, ci, 0, split_below, SCAV_MAX_STEP_PAGES);
+		released = release_in_chunk(s, h, ci, 0, split_below, SCAV_MAX_STEP_PAGES);
 		if (released != 0)
 			break;
 		below = ci; /* that chunk had nothing after all; keep looking lower */
@@ -150,23 +171,34 @@ size_t scav_step(struct pa_scavenger *s, uint32_t min_age)
 			__atomic_store_n(&h->scav_ci, recent, __ATOMIC_RELAXED);
 		lock_release(&h->lock);
 	}
+	return released;
+}
+
+size_t scav_step(struct pa_scavenger *s, uint32_t min_age)
+{
+	lock_acquire(&s->release_lock);
+	size_t released = 0;
+	for (unsigned k = 0; k < s->nheaps && released == 0; k++) {
+		unsigned i = (s->next_heap + k) % s->nheaps;
+		released = heap_step(s, s->heaps[i], min_age);
+		if (released != 0)
+			s->next_heap = (i + 1) % s->nheaps;
+	}
 	lock_release(&s->release_lock);
 	return released;
 }
 
-size_t scav_release(struct pa_scavenger *s, size_t bytes, int force)
+/* Release up to want pages of heap h, highest first; release lock held. */
+static size_t heap_release(struct pa_scavenger *s, struct pa_pageheap *h, size_t want, int force)
 {
-	struct pa_pageheap *h = s->heap;
-	size_t want = bytes == 0 ? SIZE_MAX : PA_ALIGN_UP(bytes, PA_PAGE_SIZE) / PA_PAGE_SIZE;
 	size_t done = 0;
-	lock_acquire(&s->release_lock);
 	lock_acquire(&h->lock);
 	size_t ci = pageheap_prev_chunk_locked(h, h->end_ci);
 	lock_release(&h->lock);
 	while (ci != SIZE_MAX && done < want) {
 		size_t left = want - done;
 		unsigned max = left < PA_CHUNK_PAGES ? (unsigned)left : PA_CHUNK_PAGES;
-		unsigned n = release_in_chunk(s, ci, force, 0, max);
+		unsigned n = release_in_chunk(s, h, ci, force, 0, max);
 		done += n;
 		if (n != 0)
 			continue; /* the same chunk may hold more, lower down */
@@ -174,38 +206,61 @@ size_t scav_release(struct pa_scavenger *s, size_t bytes, int force)
 		ci = pageheap_prev_chunk_locked(h, ci);
 		lock_release(&h->lock);
 	}
+	return done;
+}
+
+size_t scav_release(struct pa_scavenger *s, size_t bytes, int force)
+{
+	size_t want = bytes == 0 ? SIZE_MAX : PA_ALIGN_UP(bytes, PA_PAGE_SIZE) / PA_PAGE_SIZE;
+	size_t done = 0;
+	lock_acquire(&s->release_lock);
+	for (unsigned i = s->nheaps; i-- > 0 && done < want;)
+		done += heap_release(s, s->heaps[i], want - done, force);
 	lock_release(&s->release_lock);
 	return done * PA_PAGE_SIZE;
 }
 
 /* ---- the memory limit ----------------------------------------------------- */
 
-static size_t excess_bytes(struct pa_pageheap *h)
+/* Resident bytes of all the heaps past the limit (0: none, or under it,
+ * which clears every heap's flag). */
+static size_t excess_bytes(struct pa_scavenger *s)
 {
-	lock_acquire(&h->lock);
-	size_t res = pageheap_resident_pages_locked(h), lim = h->limit_pages;
+	size_t lim =
+	    PA_ALIGN_UP(__atomic_load_n(&s->conf.memory_limit, __ATOMIC_RELAXED), PA_PAGE_SIZE) /
+	    PA_PAGE_SIZE;
+	size_t res = 0;
+	for (unsigned i = 0; i < s->nheaps; i++) {
+		struct pa_pageheap *h = s->heaps[i];
+		lock_acquire(&h->lock);
+		res += pageheap_resident_pages_locked(h);
+		lock_release(&h->lock);
+	}
 	if (lim == 0 || res <= lim)
-		__atomic_store_n(&h->pressure, 0, __ATOMIC_RELAXED);
-	lock_release(&h->lock);
+		for (unsigned i = 0; i < s->nheaps; i++)
+			__atomic_store_n(&s->heaps[i]->pressure, 0, __ATOMIC_RELAXED);
 	return lim != 0 && res > lim ? (res - lim) * PA_PAGE_SIZE : 0;
 }
 
 static void on_pressure(void *arg)
 {
 	struct pa_scavenger *s = arg;
-	size_t excess = excess_bytes(s->heap);
+	size_t excess = excess_bytes(s);
 	if (excess == 0)
 		return;
 	excess -= scav_release(s, excess, 1);
-	if (excess != 0 && s->caches != NULL) {
+	if (excess != 0) {
 		/* Pages parked in per-CPU caches are the last free memory. */
-		pagecache_flush_all(s->caches);
+		for (unsigned i = 0; i < s->nheaps; i++)
+			if (s->caches[i] != NULL)
+				pagecache_flush_all(s->caches[i]);
 		scav_release(s, excess, 1);
 	}
-	if (excess_bytes(s->heap) != 0) {
+	if (excess_bytes(s) != 0) {
 		/* Soft limit: the allocation stands; say so in the stats. */
 		__atomic_fetch_add(&s->limit_overruns, 1, __ATOMIC_RELAXED);
-		__atomic_store_n(&s->heap->pressure, 0, __ATOMIC_RELAXED);
+		for (unsigned i = 0; i < s->nheaps; i++)
+			__atomic_store_n(&s->heaps[i]->pressure, 0, __ATOMIC_RELAXED);
 	}
 }
 
@@ -230,17 +285,18 @@ static unsigned scav_pace(struct pa_scavenger *s)
 static void *scav_main(void *arg)
 {
 	struct pa_scavenger *s = arg;
-	struct pa_pageheap *h = s->heap;
+	struct pa_pageheap *h = s->heaps[0]; /* keeps the clock that all share */
 	os_block_signals();
 	s->hp_pages = (unsigned)(os_thp_bytes() / PA_PAGE_SIZE);
 	uint64_t t0 = os_now_ns(), cpu_prev = os_thread_cpu_ns();
 	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
 		uint32_t *word = __atomic_load_n(&s->wake_word, __ATOMIC_RELAXED);
 		uint32_t wake = __atomic_load_n(word, __ATOMIC_RELAXED);
-		__atomic_store_n(&h->epoch, (uint32_t)((os_now_ns() - t0) / 1000000u),
-		                 __ATOMIC_RELAXED);
+		uint32_t now = (uint32_t)((os_now_ns() - t0) / 1000000u);
+		for (unsigned i = 0; i < s->nheaps; i++)
+			__atomic_store_n(&s->heaps[i]->epoch, now, __ATOMIC_RELAXED);
 		size_t released = 0;
-		if (excess_bytes(h) != 0)
+		if (excess_bytes(s) != 0)
 			on_pressure(s); /* over the limit: no delay, no pacing */
 		else if (__atomic_load_n(&s->conf.enabled, __ATOMIC_RELAXED)) {
 			uint32_t delay = __atomic_load_n(&s->conf.delay_ms, __ATOMIC_RELAXED);

@@ -41,12 +41,25 @@ struct pa_scav_config {
 	unsigned burst_percent; /* CPU share while the heap shrinks (see scav_pace), >= percent */
 };
 
+/* Page heaps one scavenger paces over at most: a NUMA machine's nodes'. */
+#define PA_SCAV_MAX_HEAPS 8u
+
+/*
+ * One scavenger serves one or several page heaps (pages.c: one per NUMA
+ * node), with one thread and one CPU budget: the process's, not a node's.
+ * Each background step tries the heaps in turn, starting after the one that
+ * released last; explicit releases go over every heap, the highest first;
+ * the memory limit counts the resident pages of all of them (each heap is
+ * flagged past its even share of the limit, and the check sums them).
+ */
 struct pa_scavenger {
-	struct pa_pageheap *heap;
-	struct pa_pagecache_set *caches; /* may be NULL */
-	unsigned hp_pages;               /* huge page in heap pages (0: THP not in use); set
-	                                  * by the thread when it starts (its only reader) */
-	pa_lock release_lock;            /* one releaser at a time (thread, limit, explicit) */
+	struct pa_pageheap *heaps[PA_SCAV_MAX_HEAPS];
+	struct pa_pagecache_set *caches[PA_SCAV_MAX_HEAPS]; /* may be NULL */
+	unsigned nheaps;
+	unsigned next_heap;   /* where the next background step starts (the thread's) */
+	unsigned hp_pages;    /* huge page in heap pages (0: THP not in use); set
+	                       * by the thread when it starts (its only reader) */
+	pa_lock release_lock; /* one releaser at a time (thread, limit, explicit) */
 
 	/* Configuration: read with atomics each step, so it may change live. */
 	struct pa_scav_config conf;
@@ -85,6 +98,11 @@ struct pa_scavenger {
 
 void scav_init(struct pa_scavenger *s, struct pa_pageheap *heap, struct pa_pagecache_set *caches,
                const struct pa_scav_config *conf);
+/* The same over n heaps (1..PA_SCAV_MAX_HEAPS), caches[i] serving heaps[i]
+ * (caches may be NULL). */
+void scav_init_heaps(struct pa_scavenger *s, struct pa_pageheap *const *heaps,
+                     struct pa_pagecache_set *const *caches, unsigned n,
+                     const struct pa_scav_config *conf);
 
 /* Start the background thread if enabled and not running. 0 or -1. */
 int scav_start(struct pa_scavenger *s);

@@ -54,6 +54,8 @@ LAYERS = [
     ("malloc tables", ["pagemap", "meta", "sizeclass_table", "stash"]),
     # The process-wide default page heap as the malloc layer sees it.
     ("pages", ["pages"]),
+    # The machine's memory nodes: how the default heap splits per node.
+    ("NUMA topology", ["numa"]),
     ("page caches, scavenger", ["pagecache", "scavenger"]),
     ("page heap", ["pageheap"]),
     ("chunks", ["chunk"]),
