@@ -195,6 +195,13 @@ PA_API size_t pa_scavenge(size_t bytes);
  *   guard_max=SIZE    the largest block guarded (default 64K)
  *   guard_underflow=on|off  every other guarded block starts against the
  *                     guard page before it (default off)
+ *   numa=off|on|interleave  on (default): on a machine with more than one
+ *                     memory node, one page heap and set of per-CPU page
+ *                     caches per node, a CPU's pages from its own node
+ *                     (pa_numa_stats); with one node the single heap of off.
+ *                     interleave: one heap, its pages spread over every node
+ *   numa_fake=N       pretend N nodes (0-8; 0: the machine's), CPU c on node
+ *                     c % N: the per-node split on any machine, for tests
  * Scavenger keys take effect at once, also after the first allocation.
  */
 PA_API int pa_config_set(const char *key, const char *value);

@@ -366,6 +366,54 @@ static void print_profile(struct out *o)
 	}
 }
 
+/* The per-node heaps, when the default heap is split (numa.h): a line each. */
+static void print_numa(struct out *o)
+{
+	unsigned nodes = pa_numa_nodes();
+	struct pa_numa_stats n;
+	if (pa_numa_stats(0, &n) != 0 || (nodes == 1 && !n.fake))
+		return;
+	out_str(o, "NUMA (");
+	out_uint(o, nodes);
+	out_str(o, nodes == 1 ? " node" : " nodes");
+	if (n.fake)
+		out_str(o, ", pretend ones: numa_fake");
+	out_str(o, ")\n");
+	for (unsigned i = 0; i < nodes && pa_numa_stats(i, &n) == 0; i++) {
+		char label[16] = "node ";
+		size_t len = 5;
+		if (i >= 10)
+			label[len++] = (char)('0' + i / 10);
+		label[len] = (char)('0' + i % 10);
+		out_row(o, label);
+		out_uint(o, n.cpus);
+		out_str(o, n.cpus == 1 ? " CPU, " : " CPUs, ");
+		if (n.bound_node >= 0) {
+			out_str(o, "memory of node ");
+			out_uint(o, (uint64_t)n.bound_node);
+		} else {
+			out_str(o, "no policy");
+		}
+		out_str(o, ": ");
+		out_mib(o, n.heap_mapped);
+		out_str(o, " mapped, ");
+		out_mib(o, n.heap_inuse);
+		out_str(o, " in use, ");
+		out_mib(o, n.heap_released);
+		out_str(o, " released; caches ");
+		out_mib(o, n.cache_free);
+		out_str(o, " free, ");
+		out_uint(o, n.cache_refills);
+		out_str(o, " refills");
+		if (n.mpol_failures != 0) {
+			out_str(o, "; ");
+			out_uint(o, n.mpol_failures);
+			out_str(o, " arenas the kernel refused a policy");
+		}
+		out_str(o, "\n");
+	}
+}
+
 static void print_pages(struct out *o, const struct pa_stats *s, uint64_t lifetime_ns)
 {
 	out_str(o, "per-CPU page caches (");
@@ -386,6 +434,7 @@ static void print_pages(struct out *o, const struct pa_stats *s, uint64_t lifeti
 	out_str(o, " refills of 64 pages, ");
 	out_uint(o, s->cache_drains);
 	out_str(o, " drains\n");
+	print_numa(o);
 
 	out_str(o, "scavenger\n");
 	out_row(o, "thread");

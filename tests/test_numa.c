@@ -27,6 +27,7 @@
 #include "testutil.h"
 
 #include "pagealloc.h"
+#include "stats_print.h"
 
 #define PG PA_PAGE_BYTES
 #define MPOL_DEFAULT_ 0
@@ -59,10 +60,10 @@ struct job {
 	enum job_kind kind;
 	size_t npages[JOB_RUNS]; /* JOB_*_PAGES: a run of this many pages each */
 	void *p[JOB_RUNS];
-	size_t nblocks;     /* JOB_MALLOC: blocks of each of sizes[] */
-	size_t sizes[3];    /* small, medium, large: sizes only this CPU's job uses */
+	size_t nblocks;  /* JOB_MALLOC: blocks of each of sizes[] */
+	size_t sizes[3]; /* small, medium, large: sizes only this CPU's job uses */
 	void *blocks[3][64];
-	int ran_on;         /* the CPU the thread found itself on */
+	int ran_on; /* the CPU the thread found itself on */
 };
 
 static void *job_main(void *arg)
@@ -147,8 +148,9 @@ static void test_every_page_a_cpu_gets_is_in_its_nodes_window(void **state)
 			assert_non_null(j.p[i]);
 			if (!in_window(j.p[i], (unsigned)cpu) ||
 			    !in_window((char *)j.p[i] + j.npages[i] * PG - 1, (unsigned)cpu))
-				fail_msg("cpu %d: run %zu of %zu pages at %p is not in node %d's window",
-				         cpu, i, j.npages[i], j.p[i], cpu);
+				fail_msg(
+				    "cpu %d: run %zu of %zu pages at %p is not in node %d's window",
+				    cpu, i, j.npages[i], j.p[i], cpu);
 		}
 		j.kind = JOB_FREE_PAGES;
 		run_job(&j);
@@ -172,9 +174,10 @@ static void test_blocks_of_sizes_only_one_cpu_uses_come_from_its_node(void **sta
 			for (size_t i = 0; i < j.nblocks; i++) {
 				assert_non_null(j.blocks[k][i]);
 				if (!in_window(j.blocks[k][i], (unsigned)cpu))
-					fail_msg("cpu %d: block %zu of %zu bytes at %p is not in node "
-					         "%d's window",
-					         cpu, i, j.sizes[k], j.blocks[k][i], cpu);
+					fail_msg(
+					    "cpu %d: block %zu of %zu bytes at %p is not in node "
+					    "%d's window",
+					    cpu, i, j.sizes[k], j.blocks[k][i], cpu);
 			}
 		}
 		/* Freed from this thread, the other node's CPU's blocks too. */
@@ -238,7 +241,8 @@ static void test_each_nodes_caches_refill_from_its_heap(void **state)
 static void test_the_scavenger_releases_in_both_nodes(void **state)
 {
 	(void)state;
-	struct job j[2] = {{.cpu = 0, .kind = JOB_ALLOC_PAGES}, {.cpu = 1, .kind = JOB_ALLOC_PAGES}};
+	struct job j[2] = {{.cpu = 0, .kind = JOB_ALLOC_PAGES},
+	                   {.cpu = 1, .kind = JOB_ALLOC_PAGES}};
 	for (int cpu = 0; cpu < 2; cpu++) {
 		j[cpu].npages[0] = 600;
 		j[cpu].npages[1] = 5;
@@ -285,6 +289,23 @@ static void test_per_node_figures_add_up_to_pa_stats(void **state)
 	TU_EQ(s.cache_drains, n0.cache_drains + n1.cache_drains);
 	TU_EQ(n0.cache_queued, 4 * PG); /* CPU 1's frees of node 0's pages */
 	pa_pages_free(j.p[2], 20);
+}
+
+static void test_the_heap_story_has_a_line_per_node(void **state)
+{
+	(void)state;
+	static char story[65536];
+	size_t n = stats_print_render(story, sizeof(story) - 1);
+	story[n] = '\0';
+	assert_non_null(strstr(story, "\nNUMA (2 nodes, pretend ones: numa_fake)\n"));
+	char want[2][128];
+	for (unsigned i = 0; i < 2; i++) {
+		unsigned cpus = node_stats(i).cpus;
+		snprintf(want[i], sizeof(want[i]), "\n  node %u              %u CPU%s, %s: ", i,
+		         cpus, cpus == 1 ? "" : "s", i == 0 ? "memory of node 0" : "no policy");
+		if (strstr(story, want[i]) == NULL)
+			fail_msg("no line \"%s\" in the story:\n%s", want[i] + 1, story);
+	}
 }
 
 static void test_a_free_outside_both_windows_is_refused(void **state)
@@ -441,6 +462,7 @@ int main(int argc, char **argv)
 	    TU_TEST(test_each_nodes_caches_refill_from_its_heap),
 	    TU_TEST(test_the_scavenger_releases_in_both_nodes),
 	    TU_TEST(test_per_node_figures_add_up_to_pa_stats),
+	    TU_TEST(test_the_heap_story_has_a_line_per_node),
 	    TU_TEST(test_a_free_outside_both_windows_is_refused),
 	    TU_TEST(test_numa_on_with_one_node_is_the_one_full_window_heap),
 	    TU_TEST(test_numa_fake_1_places_pages_on_node_0),

@@ -18,7 +18,9 @@
  *  - scav_step: the free stamp and min_age decide, huge pages stay whole;
  *  - re-allocation reports exactly the released pages it took;
  *  - the memory limit releases the excess synchronously, then counts an
- *    overrun when live memory itself is over.
+ *    overrun when live memory itself is over;
+ *  - one scavenger over two heaps (a NUMA machine's nodes): steps take the
+ *    heaps in turn, releases the highest heap first, the limit counts both.
  * The scavenger is built with conf.enabled = 0 (no thread) and hp_pages set
  * by hand, so both huge-page policies run on any machine.
  */
@@ -681,6 +683,91 @@ static void limit_releases_the_excess_highest_first_then_counts_an_overrun(void 
 	assert_int_equal(pageheap_verify(&f->h), 0);
 }
 
+/* ---- one scavenger over two heaps (a NUMA machine's nodes, pages.c) -------- */
+
+struct two_heaps {
+	struct pa_pageheap h[2];
+	struct pa_scavenger s;
+};
+
+/* Heaps in the adjacent 4 TiB windows at BASE and FAR, each with chunk 0
+ * wholly free and resident. */
+static void two_heaps_init(struct two_heaps *t, size_t memory_limit)
+{
+	static const uintptr_t bases[2] = {BASE, FAR};
+	struct pa_pageheap *heaps[2];
+	for (int i = 0; i < 2; i++) {
+		struct pa_pageheap_opts opts = {
+		    .metadata_only = 1, .window_bits = 42, .window_base = bases[i]};
+		assert_int_equal(pageheap_init(&t->h[i], &opts), 0);
+		const struct chunk_spec free_chunk[] = {{CHUNK(bases[i], 0), 0, {{0}}, {{0}}}};
+		build(&t->h[i], free_chunk, 1);
+		heaps[i] = &t->h[i];
+	}
+	struct pa_scav_config conf = {.enabled = 0, .percent = 1, .memory_limit = memory_limit};
+	scav_init_heaps(&t->s, heaps, NULL, 2, &conf);
+	t->s.hp_pages = 0;
+}
+
+static void two_heaps_destroy(struct two_heaps *t)
+{
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(pageheap_verify(&t->h[i]), 0);
+		pageheap_destroy(&t->h[i]);
+	}
+}
+
+static void step_takes_the_heaps_in_turn(void **state)
+{
+	(void)state;
+	static struct two_heaps t;
+	two_heaps_init(&t, 0);
+	/* Each step releases one run of at most 256 pages, the next heap's. */
+	static const size_t want[][2] = {{256, 0}, {256, 256}, {512, 256}, {512, 512}};
+	for (size_t i = 0; i < 4; i++) {
+		assert_int_equal(scav_step(&t.s, 0), 256);
+		assert_int_equal(t.h[0].scav_pages, want[i][0]);
+		assert_int_equal(t.h[1].scav_pages, want[i][1]);
+	}
+	assert_int_equal(scav_step(&t.s, 0), 0);
+	two_heaps_destroy(&t);
+}
+
+static void release_takes_the_highest_heap_first_then_the_next(void **state)
+{
+	(void)state;
+	static struct two_heaps t;
+	two_heaps_init(&t, 0);
+	assert_int_equal(scav_release(&t.s, 10 * PA_PAGE_SIZE, 1), 10 * PA_PAGE_SIZE);
+	assert_int_equal(t.h[0].scav_pages, 0);
+	assert_int_equal(t.h[1].scav_pages, 10);
+	assert_int_equal(scav_release(&t.s, 600 * PA_PAGE_SIZE, 1), 600 * PA_PAGE_SIZE);
+	assert_int_equal(t.h[0].scav_pages, 98);
+	assert_int_equal(t.h[1].scav_pages, 512);
+	assert_int_equal(scav_release(&t.s, 0, 1), 414 * PA_PAGE_SIZE);
+	assert_int_equal(t.h[0].scav_pages, 512);
+	two_heaps_destroy(&t);
+}
+
+static void limit_counts_the_resident_pages_of_both_heaps(void **state)
+{
+	(void)state;
+	static struct two_heaps t;
+	/* 1024 resident pages, 512 in each heap: each under the limit of 600,
+	 * both together over it. */
+	two_heaps_init(&t, 600 * PA_PAGE_SIZE);
+	assert_int_equal(t.h[0].limit_pages, 300); /* each heap's share flags it */
+	assert_int_equal(t.h[1].limit_pages, 300);
+	assert_int_equal(pageheap_alloc(&t.h[0], 1, NULL), CHUNK(BASE, 0));
+	/* The excess, 424 pages, came from the highest heap first. */
+	assert_int_equal(t.h[1].scav_pages, 424);
+	assert_int_equal(t.h[0].scav_pages, 0);
+	assert_int_equal(t.s.limit_overruns, 0);
+	assert_int_equal(t.h[0].pressure, 0);
+	assert_int_equal(t.h[1].pressure, 0);
+	two_heaps_destroy(&t);
+}
+
 int main(void)
 {
 	static struct CMUnitTest cand_tests[NCAND];
@@ -713,6 +800,9 @@ int main(void)
 	                                    setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        limit_releases_the_excess_highest_first_then_counts_an_overrun, setup, teardown),
+	    cmocka_unit_test(step_takes_the_heaps_in_turn),
+	    cmocka_unit_test(release_takes_the_highest_heap_first_then_the_next),
+	    cmocka_unit_test(limit_counts_the_resident_pages_of_both_heaps),
 	};
 	int failed = cmocka_run_group_tests_name("chunk_scav_candidate", cand_tests, NULL, NULL);
 	failed += cmocka_run_group_tests_name("scavenger", tests, NULL, NULL);

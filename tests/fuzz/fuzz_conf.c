@@ -119,6 +119,8 @@ static const struct ref_key ref_keys[] = {
     {"guard_max", REF_SIZE, FIELD(guard_max), 1, SIZE_MAX, {NULL}},
     {"guard_underflow", REF_WORD, FIELD(guard_underflow), 0, 0, {"off", "on", NULL}},
     {"live", REF_WORD, FIELD(live), 0, 0, {"off", "on", NULL}},
+    {"numa", REF_WORD, FIELD(numa), 0, 0, {"off", "on", "interleave", NULL}},
+    {"numa_fake", REF_UINT, FIELD(numa_fake), 0, 8, {NULL}},
 };
 
 /* A REF_PATH key's string in c. */
