@@ -17,7 +17,9 @@
 #                     writes no report: name the programs that end normally
 # preload_env STATSDIR
 #                     the words for `env` that run a program on the preload
-#                     library $PA_PRELOAD, its stats reports going to STATSDIR
+#                     library $PA_PRELOAD, its stats reports going to STATSDIR;
+#                     $PA_PRELOAD_CONF (if set) is added to its PAGEALLOC_CONF
+#                     (the matrix run with numa=on,numa_fake=2, for one)
 #
 # The statistics files are the proof the tests prefer: they exist only if
 # libpagealloc's own code ran at exit in that process, and a nonzero
@@ -92,6 +94,6 @@ stats_check() { # dir comm...
 
 preload_env() { # statsdir
 	printf '%s\n' "LD_PRELOAD=$PA_PRELOAD" \
-		"PAGEALLOC_CONF=stats_print=on,stats_file=$1/%p" \
+		"PAGEALLOC_CONF=stats_print=on,stats_file=$1/%p${PA_PRELOAD_CONF:+,$PA_PRELOAD_CONF}" \
 		"PA_EXPECT_MALLOC=libpagealloc-preload.so"
 }
