@@ -1,5 +1,5 @@
 /*
- * test_numa.c — the default heap split per NUMA node (numa.h), on a machine
+ * test_numa_thread.c — the default heap split per NUMA node (numa.h), on a machine
  * with one node: numa_fake=2 pretends CPU c is on node c % 2, and two
  * threads pinned to CPUs 0 and 1 (sched_setaffinity) show that everything
  * per node is kept apart: every page and every block a CPU of one node gets
@@ -9,7 +9,7 @@
  * pa_stats. The scavenger thread is off (pa_scavenge is explicit), so no
  * figure moves behind the test's back.
  *
- * Re-executed children (`test_numa --child SCENARIO`, PAGEALLOC_CONF set)
+ * Re-executed children (`test_numa_thread --child SCENARIO`, PAGEALLOC_CONF set)
  * check the layouts that a process chooses once: numa=on on this one-node
  * machine is the one full-window heap of numa=off; numa=on,numa_fake=1 is
  * one per-node heap whose pages the kernel says are on node 0
@@ -448,7 +448,7 @@ int main(int argc, char **argv)
 	if (argc >= 3 && strcmp(argv[1], "--child") == 0)
 		return child_main(argv[2]);
 	if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {
-		fprintf(stderr, "test_numa: needs CPUs 0 and 1\n");
+		fprintf(stderr, "test_numa_thread: needs CPUs 0 and 1\n");
 		return 77;
 	}
 	/* Before the heap is built: these shape it. */
