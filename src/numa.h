@@ -8,7 +8,7 @@
  * covers the i-th of `nodes` adjacent aligned windows of 2^PA_NUMA_WINDOW_BITS
  * bytes, reserved together at the build (os_reserve: where the kernel, or a
  * sanitizer's mmap, places them) and kept: the heap carves its arenas from
- * it, so the node of any heap page is (addr - base) >> PA_NUMA_WINDOW_BITS,
+ * it, so the node of any heap page is (addr - base) >> window_bits,
  * arithmetic and no lookup. Every arena of a node's heap gets
  * MPOL_PREFERRED for its node before its first touch: the node first,
  * another when the node is full (the OOM killer is worse than a remote
@@ -40,15 +40,18 @@
 
 /* One node's window: 4 TiB, the most a node's heap holds (a node of a
  * larger machine than that would need a wider one). The summary tree of
- * such a window reserves 1/64 of a full one's (~9 MiB). */
+ * such a window reserves 1/64 of a full one's (~9 MiB). Where the address
+ * space has no room for them all (ThreadSanitizer's layout leaves ~1 TiB
+ * to mmap), the windows halve, down to 64 GiB each. */
 #define PA_NUMA_WINDOW_BITS 42u
-#define PA_NUMA_WINDOW_SIZE ((uintptr_t)1 << PA_NUMA_WINDOW_BITS)
+#define PA_NUMA_WINDOW_MIN_BITS 36u
 
 struct pa_numa {
-	unsigned nodes;      /* page heaps: 1 unless split per node */
-	unsigned real_nodes; /* online nodes of the machine (0: not read) */
-	int fake;            /* 1: the nodes are numa_fake's pretend ones */
-	uintptr_t base;      /* the first node's window (0: one heap over the full window) */
+	unsigned nodes;       /* page heaps: 1 unless split per node */
+	unsigned real_nodes;  /* online nodes of the machine (0: not read) */
+	int fake;             /* 1: the nodes are numa_fake's pretend ones */
+	uintptr_t base;       /* the first node's window (0: one heap over the full window) */
+	unsigned window_bits; /* each node's window is 2^window_bits bytes */
 	/* The node each heap binds to (its number on the machine), or -1: none. */
 	int bind_node[PA_NUMA_MAX_NODES];
 	unsigned long online_mask; /* online nodes below 64 (interleave) */
@@ -69,7 +72,7 @@ static inline int numa_node_of_addr(const struct pa_numa *t, uintptr_t addr)
 {
 	if (t->nodes == 1)
 		return 0;
-	uintptr_t i = (addr - t->base) >> PA_NUMA_WINDOW_BITS;
+	uintptr_t i = (addr - t->base) >> t->window_bits;
 	return i < t->nodes ? (int)i : -1;
 }
 

@@ -252,15 +252,20 @@ static int node_heaps_init(const struct pa_pageheap_opts *base_opts)
 {
 	if (os_addr_space_limit() != SIZE_MAX)
 		return -1;
-	size_t bytes = (size_t)numa.nodes << PA_NUMA_WINDOW_BITS;
-	void *windows = os_reserve(bytes, PA_NUMA_WINDOW_SIZE);
-	if (windows == NULL)
-		return -1;
+	unsigned bits = PA_NUMA_WINDOW_BITS;
+	size_t bytes = (size_t)numa.nodes << bits;
+	void *windows;
+	while ((windows = os_reserve(bytes, (size_t)1 << bits)) == NULL) {
+		if (--bits < PA_NUMA_WINDOW_MIN_BITS)
+			return -1;
+		bytes = (size_t)numa.nodes << bits;
+	}
 	numa.base = (uintptr_t)windows;
+	numa.window_bits = bits;
 	for (unsigned i = 0; i < numa.nodes; i++) {
 		struct pa_pageheap_opts opts = *base_opts;
-		opts.window_bits = PA_NUMA_WINDOW_BITS;
-		opts.window_base = numa.base + i * PA_NUMA_WINDOW_SIZE;
+		opts.window_bits = bits;
+		opts.window_base = numa.base + ((uintptr_t)i << bits);
 		opts.window_reserved = 1;
 		if (numa.bind_node[i] >= 0 && numa.bind_node[i] < 64) {
 			opts.mpol = OS_MPOL_PREFERRED;
