@@ -386,7 +386,7 @@ def main(argv):
                 sys.stdout.write(USAGE)
                 return 0
             else:
-                sys.stderr.write("%s: unknown option %s\n%s" % (ME, a, USAGE))
+                sys.stderr.write("%s: unknown option '%s'\n%s" % (ME, a, USAGE))
                 return 2
         if len(args) != 1:
             raise ValueError
