@@ -265,7 +265,7 @@ def axes(c, top, h, xt, x_of, yt, y_of, unit):
         c.text(x, bottom + 16, label(t), color=INK, size=12, anchor="middle")
     c.line(left, top, left, bottom, AXIS)
     c.line(left, bottom, right, bottom, AXIS)
-    c.text(left - 7, top - 4, unit, color=INK, size=12,
+    c.text(left - 7, top - 12, unit, color=INK, size=12,
            anchor="end")
 
 
