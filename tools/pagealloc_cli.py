@@ -17,7 +17,8 @@ imports os and sys only, `run` what it needs when it runs.
 Usage errors (an unknown command or option, a missing value) are one line,
 "pagealloc CMD: WHAT", then that command's usage, on standard error, and
 exit status 2. Errors found while doing the work are one line and exit
-status 1, except in `run`, whose status is always CMD's once CMD started.
+status 1, but in `run`: 2 before CMD starts (as the shell script that was
+the command before said), CMD's own status once it started.
 
 `run` starts CMD with posix_spawnp: its signals are at their defaults
 (SIGPIPE and SIGXFSZ too, which Python ignores), it stays in this process
@@ -143,7 +144,12 @@ class UsageError(Exception):
 
 
 class Failure(Exception):
-    """One line; exit status 1."""
+    """One line; exit status 1, or the status given (run's failures before
+    CMD starts exit 2, as they always have)."""
+
+    def __init__(self, line, status=1):
+        super().__init__(line)
+        self.status = status
 
 
 def err(line):
@@ -255,14 +261,17 @@ def prof_start(o, tmp):
     except OSError:
         pass
     if not os.path.isdir(d) or not os.access(d, os.W_OK):
-        raise UsageError("--heap-profile: cannot create or write to the directory '%s'" % d)
+        raise Failure("--heap-profile: cannot create or write to the directory '%s'" % d, 2)
     d = os.path.abspath(d)
     if "," in d:
-        raise UsageError("--heap-profile '%s': no commas allowed" % d)
+        raise Failure("--heap-profile '%s': no commas allowed" % d, 2)
     o["prof_dir"] = d
     # The run's start as the file system stamps it: a file made now.
     import tempfile
-    fd, mark = tempfile.mkstemp(prefix="pagealloc-prof.", dir=tmp)
+    try:
+        fd, mark = tempfile.mkstemp(prefix="pagealloc-prof.", dir=tmp)
+    except OSError:
+        raise Failure("cannot create a file in %s" % tmp, 2)
     o["prof_mark_ns"] = os.fstat(fd).st_mtime_ns
     os.close(fd)
     os.unlink(mark)
@@ -397,7 +406,7 @@ def cmd_run(args, ctx):
         raise UsageError("no command to run")
     lib = ctx["preload_lib"]
     if not os.path.isfile(lib):
-        raise Failure("%s not found: build it first (cmake --build build)" % lib)
+        raise Failure("%s not found: build it first (cmake --build build)" % lib, 2)
     timeline_mod = None
     if o["timeline"] or o["plot"]:
         timeline_mod = load("pagealloc_timeline", "the timeline")
@@ -428,7 +437,7 @@ def run_with(o, cmd, ctx, tmp, made, timeline_mod):
         try:
             report_dir = tempfile.mkdtemp(prefix="pagealloc.", dir=tmp)
         except OSError:
-            raise Failure("cannot create a directory for the reports in %s" % tmp)
+            raise Failure("cannot create a directory for the reports in %s" % tmp, 2)
         made.append(report_dir)
         stats = "stats_print=on,stats_file=%s/%%p" % report_dir
     mapdir = None
@@ -436,7 +445,7 @@ def run_with(o, cmd, ctx, tmp, made, timeline_mod):
         try:
             mapdir = tempfile.mkdtemp(prefix="pagealloc-map.", dir=tmp)
         except OSError:
-            raise Failure("cannot create a directory for the heap maps in %s" % tmp)
+            raise Failure("cannot create a directory for the heap maps in %s" % tmp, 2)
         made.append(mapdir)
         o["conf"] += ",map_prefix=%s/map" % mapdir
     sampler = None
@@ -444,7 +453,7 @@ def run_with(o, cmd, ctx, tmp, made, timeline_mod):
         try:
             sampler = timeline_mod.Sampler(o["timeline"], o["timeline_ms"] / 1000.0)
         except OSError as e:
-            raise Failure("--timeline %s: %s" % (o["timeline"], e.strerror or e))
+            raise Failure("--timeline %s: %s" % (o["timeline"], e.strerror or e), 2)
 
     env = dict(os.environ)
     prev = env.get("PAGEALLOC_CONF", "")
@@ -585,6 +594,6 @@ def main(argv, preload_lib, version):
         return 2
     except Failure as e:
         err(str(e))
-        return 1
+        return e.status
     except KeyboardInterrupt:
         return 130

@@ -154,6 +154,15 @@ class RunTest(unittest.TestCase):
             if line is not None:
                 self.assertEqual(err.splitlines()[-1], line, cmd)
 
+    def test_failures_before_cmd_starts_are_one_line_status_2(self):
+        self.assertEqual(pagealloc("run", "--heap-profile", "/proc/none", "true"), (
+            2, "", "pagealloc: --heap-profile: cannot create or write to the directory "
+            "'/proc/none'\n"))
+        with tempfile.TemporaryDirectory() as d:
+            csv = os.path.join(d, "no", "t.csv")
+            self.assertEqual(pagealloc("run", "--timeline", csv, "true"), (
+                2, "", "pagealloc: --timeline %s: No such file or directory\n" % csv))
+
     def test_sigpipe_is_at_its_default(self):
         # yes writes into a pipe whose reader is gone: killed by SIGPIPE, as
         # in the shell, not an EPIPE error (Python ignores SIGPIPE itself).
