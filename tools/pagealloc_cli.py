@@ -17,8 +17,8 @@ imports os and sys only, `run` what it needs when it runs.
 Usage errors (an unknown command or option, a missing value) are one line,
 "pagealloc CMD: WHAT", then that command's usage, on standard error, and
 exit status 2. Errors found while doing the work are one line and exit
-status 1, but in `run`: 2 before CMD starts (as the shell script that was
-the command before said), CMD's own status once it started.
+status 1, but in `run`: 2 before CMD starts, CMD's own status once it
+started.
 
 `run` starts CMD with posix_spawnp: its signals are at their defaults
 (SIGPIPE and SIGXFSZ too, which Python ignores), it stays in this process
@@ -521,7 +521,8 @@ def cmd_stat(cmd, args, ctx):
 
 
 def cmd_map(args, ctx):
-    return load("pagealloc_map", "the heap map").main(args)
+    # As pagealloc_stat's: main takes a whole argv, the program and "map" first.
+    return load("pagealloc_map", "the heap map").main(["pagealloc_map", "map"] + args)
 
 
 def cmd_plot(args, ctx):
