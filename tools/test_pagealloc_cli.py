@@ -12,7 +12,8 @@ RunTest: run's environment (PAGEALLOC_CONF and LD_PRELOAD composed in
   N (SIGSEGV, SIGPIPE at its default), 127 for a missing CMD; SIGINT,
   SIGTERM, SIGHUP and SIGQUIT sent to the command alone leave it waiting,
   and a Ctrl-C (SIGINT to the process group) kills CMD only; --map's files,
-  by pid, with a stand-in pagealloc_map module.
+  by pid, with a stand-in pagealloc_map module, and (once pagealloc_map.py
+  is there) CMD's map drawn at exit.
 TimelineTest: run --timeline of tests/live/live_target.c: the header, time
   increasing, RSS nonzero on every row, and heap_alloc, live_objects,
   large_objects and large_bytes growing between its two readies by exactly
@@ -182,6 +183,8 @@ class RunTest(unittest.TestCase):
                              stderr=subprocess.PIPE, text=True, start_new_session=session)
         self.addCleanup(lambda: p.poll() is None and p.kill())
         self.assertEqual(p.stdout.readline(), "ready 0\n")
+        with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+            self.child_pid = int(f.read().split()[0])
         return p
 
     def test_signals_to_the_command_alone_leave_it_waiting(self):
@@ -201,6 +204,19 @@ class RunTest(unittest.TestCase):
         out, err = p.communicate(timeout=HANG_S)
         self.assertEqual(p.returncode, 130)
         self.assertEqual(err, "pagealloc: %s was killed by signal 2 (SIGINT)\n" % LIVE_TARGET)
+
+    def test_run_map_draws_cmd_at_exit(self):
+        if not os.path.exists(os.path.join(TOOLS, "pagealloc_map.py")):
+            self.skipTest("no pagealloc_map.py")
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "heap.png")
+            p = self.start_target("--quiet", "--map", out)
+            out_text, err = p.communicate("go\ngo\n", timeout=HANG_S)
+            self.assertEqual((p.returncode, out_text), (0, "ready 1\n"))
+            self.assertEqual(err, "pagealloc: heap map of process %d in %s\n" %
+                             (self.child_pid, out))
+            w, h, _ = pagealloc_draw.read_png(out)  # a whole PNG (CRCs, rows)
+            self.assertGreater(w * h, 0)
 
     def test_map_files_by_pid(self):
         # draw_maps with a stand-in pagealloc_map: CMD's map into FILE, the
