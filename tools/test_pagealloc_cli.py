@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Tests of the `pagealloc` command (tools/pagealloc.in, tools/pagealloc_cli.py,
-tools/pagealloc_timeline.py), run as the build tree generates it.
+tools/pagealloc_run.py, tools/pagealloc_timeline.py), run as the build tree
+generates it.
 
     test_pagealloc_cli.py PAGEALLOC LIVE_TARGET [TestClass...]
 
@@ -35,7 +36,7 @@ import xml.etree.ElementTree as ET
 sys.dont_write_bytecode = True  # no __pycache__ in tools/
 TOOLS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, TOOLS)
-import pagealloc_cli  # noqa: E402
+import pagealloc_run  # noqa: E402
 import pagealloc_draw  # noqa: E402
 import pagealloc_timeline  # noqa: E402
 
@@ -228,19 +229,15 @@ class RunTest(unittest.TestCase):
             def draw_file(src, out):
                 drawn.append((os.path.basename(src), out))
 
-        saved = sys.modules.get("pagealloc_map")
-        sys.modules["pagealloc_map"] = FakeMap
-        self.addCleanup(lambda: sys.modules.pop("pagealloc_map") if saved is None else
-                        sys.modules.__setitem__("pagealloc_map", saved))
         with tempfile.TemporaryDirectory() as d:
             for pid in (41, 40, 7):
                 open(os.path.join(d, "map.%d.map" % pid), "w").close()
             err = []
-            real, pagealloc_cli.err = pagealloc_cli.err, err.append
+            real, pagealloc_run.err = pagealloc_run.err, err.append
             try:
-                pagealloc_cli.draw_maps({"map": "out/heap.png"}, d, 40, "prog")
+                pagealloc_run.draw_maps({"map": "out/heap.png"}, d, 40, "prog", FakeMap)
             finally:
-                pagealloc_cli.err = real
+                pagealloc_run.err = real
         self.assertEqual(sorted(drawn), [("map.40.map", "out/heap.png"),
                                          ("map.41.map", "out/heap.41.png"),
                                          ("map.7.map", "out/heap.7.png")])
