@@ -24,7 +24,13 @@ status 2; failures before CMD starts one line and 2; once CMD started, the
 status is CMD's.
 """
 import os
+import select
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
+import time
 
 ME = "pagealloc"
 HEAPPROF = os.path.join(os.path.dirname(os.path.abspath(__file__)), "heapprof.py")
@@ -198,7 +204,6 @@ def prof_start(o, tmp):
         raise Failure("--heap-profile '%s': no commas allowed" % d)
     o["prof_dir"] = d
     # The run's start as the file system stamps it: a file made now.
-    import tempfile
     try:
         fd, mark = tempfile.mkstemp(prefix="pagealloc-prof.", dir=tmp)
     except OSError:
@@ -256,7 +261,6 @@ def leak_reports(o):
         err("the leak report needs %s (missing); the heap profiles are in %s" %
             (HEAPPROF, o["prof_dir"]))
         return
-    import subprocess
     sys.stderr.flush()
     for name in finals:
         raw = os.path.join(o["prof_dir"], name)
@@ -269,7 +273,6 @@ def leak_reports(o):
 
 
 def signal_name(n):
-    import signal
     try:
         return signal.Signals(n).name
     except ValueError:
@@ -281,8 +284,6 @@ def wait_child(pid, sampler):
     None; the wait status."""
     if sampler is None:
         return os.waitpid(pid, 0)[1]
-    import select
-    import time
     try:
         pidfd = os.pidfd_open(pid)
     except (AttributeError, OSError):
@@ -359,13 +360,11 @@ def run(args, lib, load):
     try:
         return run_with(o, cmd, lib, tmp, made, timeline_mod, map_mod)
     finally:
-        import shutil
         for d in made:
             shutil.rmtree(d, ignore_errors=True)
 
 
 def run_with(o, cmd, lib, tmp, made, timeline_mod, map_mod):
-    import tempfile
     if o["prof_dir"] is not None:
         prof_start(o, tmp)
     report_dir = None
@@ -405,7 +404,6 @@ def run_with(o, cmd, lib, tmp, made, timeline_mod, map_mod):
     # terminal, stdin and the default SIGINT/SIGQUIT dispositions. A Ctrl-C
     # reaches it and this command alike: this command waits for it, then
     # prints what it reported.
-    import signal
     caught = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP)
     old = {s: signal.signal(s, lambda *_: None) for s in caught}
     try:
