@@ -179,3 +179,14 @@ foreach(case figures errors profile)
 		${PA_PT_PRELOAD} $<TARGET_FILE:live_target>
 		${PROJECT_SOURCE_DIR}/tools/pagealloc_stat.py ${case})
 endforeach()
+
+# ---- the heap map and `pagealloc map` ----------------------------------------------
+#   live_map                tests/live/map_check.py: map_target holds seed 000's
+#                           keep-every-512th heap; `pagealloc map PID` gives
+#                           exact cells (each kept object's page a 16-byte span
+#                           with 1 object of 512 in use, the large blocks' pages,
+#                           the freed one cached, the freed array released)
+#                           and the PNG's and SVG's pixels and rectangles of them
+add_executable(map_target ${PROJECT_SOURCE_DIR}/tests/live/map_target.c)
+pa_preload_test(live_map /usr/bin/python3 -S ${PROJECT_SOURCE_DIR}/tests/live/map_check.py
+	${PA_PT_PRELOAD} $<TARGET_FILE:map_target> ${PROJECT_SOURCE_DIR}/tools)
