@@ -87,16 +87,16 @@ struct heapmap_page {
 };
 
 struct heapmap_header {
-	char magic[8];         /* HEAPMAP_MAGIC */
-	uint32_t version;      /* HEAPMAP_VERSION; a reader refuses another */
-	uint32_t header_bytes; /* sizeof(struct heapmap_header) */
-	uint32_t page_size;    /* PA_PAGE_SIZE */
-	uint32_t chunk_pages;  /* PA_CHUNK_PAGES */
-	uint32_t nchunks;      /* chunks that follow */
-	uint32_t nclasses;     /* entries of class_size */
-	uint64_t pid;          /* the process */
-	uint64_t time_ns;      /* CLOCK_REALTIME when the walk ended */
-	uint64_t pages[8];     /* pages of each kind (HEAPMAP_KINDS used) */
+	char magic[8];               /* HEAPMAP_MAGIC */
+	uint32_t version;            /* HEAPMAP_VERSION; a reader refuses another */
+	uint32_t header_bytes;       /* sizeof(struct heapmap_header) */
+	uint32_t page_size;          /* PA_PAGE_SIZE */
+	uint32_t chunk_pages;        /* PA_CHUNK_PAGES */
+	uint32_t nchunks;            /* chunks that follow */
+	uint32_t nclasses;           /* entries of class_size */
+	uint64_t pid;                /* the process */
+	uint64_t time_ns;            /* CLOCK_REALTIME when the walk ended */
+	uint64_t pages[8];           /* pages of each kind (HEAPMAP_KINDS used) */
 	uint64_t small_objects;      /* objects out of their spans, over all spans */
 	uint64_t small_bytes;        /* those objects' bytes (their class sizes) */
 	uint64_t large_objects;      /* live large objects */

@@ -5,8 +5,8 @@
  *
  * A plain program on the C library's malloc, run with
  * LD_PRELOAD=libpagealloc-preload.so (and prof=off: a sampled small block
- * is a span of its own). It starts the scavenger thread first, then builds seed 000's keep-every-512th heap: 2^17
- * 16-byte objects, of which it keeps those at the start of a page (a
+ * is a span of its own). It starts the scavenger thread first, then builds seed 000's
+ * keep-every-512th heap: 2^17 16-byte objects, of which it keeps those at the start of a page (a
  * 16-byte span is one 8 KiB page of 512 objects, so one per span) and
  * frees the rest and their pointer array; keeps large blocks of 1 MiB
  * (128 pages) and 6 MiB (768 pages, across a chunk's end), and one of
