@@ -19,7 +19,8 @@ coordinates fills exactly the pixels x..x+w-1, y..y+h-1 (clipped to the
 canvas; fractional coordinates round to the nearest pixel); a line is
 Bresenham's, and one of width N is N such lines side by side across its
 direction (no anti-aliasing anywhere); text is a 5x7 bitmap font in 6x8
-cells covering printable ASCII (any other character draws as '?'), scaled
+cells covering printable ASCII (any other character draws as '?'; g, p, q
+and y hang two pixels below the baseline), scaled
 by whole pixels: scale = round(size / 10), at least 1, so size 12 is 7
 pixels high and 6 wide per character, and size 20 twice that. SVG text is
 the viewer's monospace font at that size.
@@ -35,7 +36,8 @@ import zlib
 
 # The 5x7 glyphs of ' ' (32) to '~' (126), in order: per glyph 7 rows top
 # down, each two hex digits whose low 5 bits are the row, bit 4 the
-# leftmost pixel. Drawn by hand in the shapes of the classic 5x7 LCD fonts.
+# leftmost pixel. Drawn by hand in the shapes of the classic 5x7 LCD fonts;
+# g, p, q and y hang two rows below the baseline (_DESCENDERS).
 _FONT_HEX = (
     "00000000000000040404040400040a0a0a000000000a0a1f0a1f0a0a040f140e051e0418190204081303"
     "0c12140815120d0404080000000002040808080402080402020204080004150e1504000004041f040400"
@@ -48,13 +50,14 @@ _FONT_HEX = (
     "1e11111e1010100e11111115120d1e11111e1412110f10100e01011e1f0404040404041111111111110e"
     "11111111110a041111111515150a11110a040a11111111110a0404041f01020408101f0e08080808080e"
     "001008040201000e02020202020e040a11000000000000000000001f0804020000000000000e010f110f"
-    "1010161911111e00000e1010110e01010d1311110f00000e111f100e0609081c080808000f11110f010e"
+    "1010161911111e00000e1010110e01010d1311110f00000e111f100e0609081c0808080f1111110f010e"
     "1010161911111104000c0404040e0200060202120c101012141814120c04040404040e00001a15151111"
-    "0000161911111100000e1111110e00001e111e101000000d130f01010000161910101000000e100e011e"
-    "08081c080809060000111111130d00001111110a040000111115150a0000110a040a11000011110f010e"
+    "0000161911111100000e1111110e1e1111111e10100f1111110f01010000161910101000000e100e011e"
+    "08081c080809060000111111130d00001111110a040000111115150a0000110a040a11111111110f010e"
     "00001f0204081f02040408040402040404040404040804040204040800000815020000"
 )
 _FONT_W, _FONT_H, _CELL_W = 5, 7, 6
+_DESCENDERS = "gpqy"
 _GLYPHS = {}
 for _i in range(95):
     _GLYPHS[chr(32 + _i)] = bytes.fromhex(_FONT_HEX[_i * 14:(_i + 1) * 14])
@@ -244,10 +247,11 @@ class Canvas:
         for i, ch in enumerate(s):
             glyph = _GLYPHS.get(ch, _GLYPHS["?"])
             gx = left + i * _CELL_W * k
+            gy = top + (2 * k if ch in _DESCENDERS else 0)
             for r, bits in enumerate(glyph):
                 for c in range(_FONT_W):
                     if bits & (0x10 >> c):
-                        self._fill(gx + c * k, top + r * k, k, k, rgb)
+                        self._fill(gx + c * k, gy + r * k, k, k, rgb)
 
 
 def read_png(path):

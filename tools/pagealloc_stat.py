@@ -351,6 +351,9 @@ def main(argv):
     args = argv[1:]
     if args and args[0] == "profile":
         # profile PID -o FILE
+        if args[1:] in (["-h"], ["--help"]):
+            sys.stdout.write(USAGE)
+            return 0
         try:
             rest = args[1:]
             out = None
@@ -388,7 +391,7 @@ def main(argv):
                 sys.stdout.write(USAGE)
                 return 0
             else:
-                sys.stderr.write("%s: unknown option %s\n%s" % (ME, a, USAGE))
+                sys.stderr.write("%s: unknown option '%s'\n%s" % (ME, a, USAGE))
                 return 2
         if len(args) != 1:
             raise ValueError
