@@ -186,7 +186,10 @@ endforeach()
 #                           exact cells (each kept object's page a 16-byte span
 #                           with 1 object of 512 in use, the large blocks' pages,
 #                           the freed one cached, the freed array released)
-#                           and the PNG's and SVG's pixels and rectangles of them
+#                           and the PNG's and SVG's pixels and rectangles of them;
+#                           the map at exit (map_prefix), and through
+#                           `pagealloc run --map F.svg`
 add_executable(map_target ${PROJECT_SOURCE_DIR}/tests/live/map_target.c)
 pa_preload_test(live_map /usr/bin/python3 -S ${PROJECT_SOURCE_DIR}/tests/live/map_check.py
-	${PA_PT_PRELOAD} $<TARGET_FILE:map_target> ${PROJECT_SOURCE_DIR}/tools)
+	${PA_PT_PRELOAD} $<TARGET_FILE:map_target> ${PROJECT_SOURCE_DIR}/tools
+	${PROJECT_BINARY_DIR}/pagealloc)

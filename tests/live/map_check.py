@@ -1,7 +1,7 @@
 #!/usr/bin/python3 -S
 """map_check.py — `pagealloc map` draws a heap of known shape cell by cell.
 
-    map_check.py PRELOAD_SO MAP_TARGET TOOLS_DIR
+    map_check.py PRELOAD_SO MAP_TARGET TOOLS_DIR PAGEALLOC
 
 map_target (tests/live/map_target.c) runs on the preload with prof=off and
 map_prefix=TMP/exit: seed 000's keep-every-512th heap (one 16-byte object
@@ -24,7 +24,10 @@ large slots, every free page released by malloc_trim(0). Checks:
   * an error: `pagealloc map` of this script's own pid (not on
     libpagealloc) exits 1 with one line on standard error;
   * at exit the process writes TMP/exit.PID.map (map_prefix), whose cells
-    are the same, and draw_file draws it.
+    are the same, and draw_file draws it;
+  * `pagealloc run --map F.svg -- map_target` (the command PAGEALLOC): the
+    SVG it draws at exit has the same cells, found by the chunks' address
+    labels.
 
 Exit status 0 when all pass, 1 with a line per failure, 77 to skip.
 """
@@ -36,7 +39,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 
-preload, target, tools = sys.argv[1:4]
+preload, target, tools, pagealloc = sys.argv[1:5]
 sys.path.insert(0, tools)
 import pagealloc_draw  # noqa: E402
 import pagealloc_map as pm  # noqa: E402
@@ -51,13 +54,10 @@ def check(ok, what):
         print("FAIL: " + what)
 
 
-def start(tmp):
-    env = dict(os.environ, LD_PRELOAD=preload,
-               PAGEALLOC_CONF="prof=off,map_prefix=%s/exit" % tmp)
-    proc = subprocess.Popen([target], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
-                            text=True)
+def read_facts(lines):
+    """map_target's lines up to its ready."""
     facts = {"large": []}
-    for line in proc.stdout:
+    for line in lines:
         w = line.split()
         if w[0] == "ready":
             break
@@ -69,7 +69,15 @@ def start(tmp):
             facts[w[0]] = int(w[1], 16), int(w[2]) if len(w) > 2 else 0
     else:
         sys.exit("map_target ended before its ready")
-    return proc, facts
+    return facts
+
+
+def start(tmp):
+    env = dict(os.environ, LD_PRELOAD=preload,
+               PAGEALLOC_CONF="prof=off,map_prefix=%s/exit" % tmp)
+    proc = subprocess.Popen([target], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                            text=True)
+    return proc, read_facts(proc.stdout)
 
 
 def wait_live(pid):
@@ -181,6 +189,42 @@ def check_svg(m, facts, path):
                   "SVG: %s: tooltip %r" % (what, t is not None and t.text))
 
 
+def svg_chunk_bases(root):
+    """The chunks' addresses, from their labels, in row order."""
+    bases = []
+    for t in root.iter("{http://www.w3.org/2000/svg}text"):
+        if t.text and t.text.startswith("0x") and float(t.get("x")) == pm.LEFT - 8:
+            bases.append(int(t.text, 16))
+    return bases
+
+
+def check_run_map(tmp):
+    """pagealloc run --map: the SVG drawn at exit."""
+    out = os.path.join(tmp, "run.svg")
+    proc = subprocess.run([pagealloc, "run", "--quiet", "--conf", "prof=off", "--map", out, "--",
+                           target], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=60)
+    check(proc.returncode == 0, "run --map: exit %d: %s" % (proc.returncode, proc.stderr))
+    check(os.path.exists(out), "run --map: no %s" % out)
+    if proc.returncode != 0 or not os.path.exists(out):
+        return
+    facts = read_facts(proc.stdout.splitlines())
+    root = ET.parse(out).getroot()
+    bases = svg_chunk_bases(root)
+    m = {"page_size": 8192, "chunk_pages": 512, "class_size": [0, 16],
+         "chunks": [{"base": b, "pages": [None] * 512} for b in bases]}
+    for what, addr, want in expected_cells(m, facts):
+        at = pm.page_at(m, addr)
+        check(at is not None, "run --map: %s: %#x in no chunk row" % (what, addr))
+        if at is None:
+            continue
+        x, y = pm.cell_xy(at[0], at[1])
+        r = svg_rect_at(root, x + 0.5, y + 0.5)
+        fill = r.get("fill") if r is not None else None
+        check(fill == pm.page_colour(want), "run --map: %s: rect fill %s, want %s" %
+              (what, fill, pm.page_colour(want)))
+
+
 def run_main(args):
     """pagealloc_map.main's exit status, standard output and error."""
     out, err = io.StringIO(), io.StringIO()
@@ -224,6 +268,7 @@ def main():
             m = pm.draw_file(exit_map, os.path.join(tmp, "exit.svg"))
             check_map(m, facts, "map at exit")
             check_svg(m, facts, os.path.join(tmp, "exit.svg"))
+        check_run_map(tmp)
     if failures:
         print("%d failures" % len(failures))
         return 1
