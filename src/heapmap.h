@@ -35,9 +35,12 @@
  * are made, changed and retired only under their class's) and the page
  * heap's lock while its bitmaps and the caches' words are copied, so a
  * chunk's small spans agree with its bitmaps. Large spans belong to the
- * thread that allocates or frees their object: their fields are read with
- * relaxed loads and checked (first page, pages inside the heap), and one
- * changing during the walk may be drawn as it was a moment before. Between
+ * thread that allocates or frees their object, which rewrites and recycles
+ * their records without a lock: the walk reads one as a snapshot
+ * (heapmap.c: span_read), believes it only when its base is the page it
+ * was found at and follows it only over pages the page map leaves
+ * unmapped, so one changing during the walk is drawn as it was a moment
+ * before, never over another span. Between
  * chunks the locks are let go: a walk holds no lock for longer than 512
  * page-map lookups.
  *
