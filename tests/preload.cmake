@@ -193,3 +193,9 @@ add_executable(map_target ${PROJECT_SOURCE_DIR}/tests/live/map_target.c)
 pa_preload_test(live_map /usr/bin/python3 -S ${PROJECT_SOURCE_DIR}/tests/live/map_check.py
 	${PA_PT_PRELOAD} $<TARGET_FILE:map_target> ${PROJECT_SOURCE_DIR}/tools
 	${PROJECT_BINARY_DIR}/pagealloc)
+#   live_map_reader         tools/test_pagealloc_map.py: map files built from a
+#                           table: read_map's records and totals, each kind's
+#                           colour in the PNG's cells and the SVG's rects and
+#                           tooltips, one-line errors for files that are not
+#                           whole maps, the usage
+pa_preload_test(live_map_reader /usr/bin/python3 -S ${PROJECT_SOURCE_DIR}/tools/test_pagealloc_map.py)
