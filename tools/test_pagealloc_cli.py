@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Tests of the `pagealloc` command (tools/pagealloc.in, tools/pagealloc_cli.py,
-tools/pagealloc_timeline.py), run as the build tree generates it.
+tools/pagealloc_run.py, tools/pagealloc_timeline.py), run as the build tree
+generates it.
 
     test_pagealloc_cli.py PAGEALLOC LIVE_TARGET [TestClass...]
 
@@ -12,7 +13,8 @@ RunTest: run's environment (PAGEALLOC_CONF and LD_PRELOAD composed in
   N (SIGSEGV, SIGPIPE at its default), 127 for a missing CMD; SIGINT,
   SIGTERM, SIGHUP and SIGQUIT sent to the command alone leave it waiting,
   and a Ctrl-C (SIGINT to the process group) kills CMD only; --map's files,
-  by pid, with a stand-in pagealloc_map module.
+  by pid, with a stand-in pagealloc_map module, and (once pagealloc_map.py
+  is there) CMD's map drawn at exit.
 TimelineTest: run --timeline of tests/live/live_target.c: the header, time
   increasing, RSS nonzero on every row, and heap_alloc, live_objects,
   large_objects and large_bytes growing between its two readies by exactly
@@ -34,7 +36,7 @@ import xml.etree.ElementTree as ET
 sys.dont_write_bytecode = True  # no __pycache__ in tools/
 TOOLS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, TOOLS)
-import pagealloc_cli  # noqa: E402
+import pagealloc_run  # noqa: E402
 import pagealloc_draw  # noqa: E402
 import pagealloc_timeline  # noqa: E402
 
@@ -182,6 +184,8 @@ class RunTest(unittest.TestCase):
                              stderr=subprocess.PIPE, text=True, start_new_session=session)
         self.addCleanup(lambda: p.poll() is None and p.kill())
         self.assertEqual(p.stdout.readline(), "ready 0\n")
+        with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+            self.child_pid = int(f.read().split()[0])
         return p
 
     def test_signals_to_the_command_alone_leave_it_waiting(self):
@@ -202,6 +206,19 @@ class RunTest(unittest.TestCase):
         self.assertEqual(p.returncode, 130)
         self.assertEqual(err, "pagealloc: %s was killed by signal 2 (SIGINT)\n" % LIVE_TARGET)
 
+    def test_run_map_draws_cmd_at_exit(self):
+        if not os.path.exists(os.path.join(TOOLS, "pagealloc_map.py")):
+            self.skipTest("no pagealloc_map.py")
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "heap.png")
+            p = self.start_target("--quiet", "--map", out)
+            out_text, err = p.communicate("go\ngo\n", timeout=HANG_S)
+            self.assertEqual((p.returncode, out_text), (0, "ready 1\n"))
+            self.assertEqual(err, "pagealloc: heap map of process %d in %s\n" %
+                             (self.child_pid, out))
+            w, h, _ = pagealloc_draw.read_png(out)  # a whole PNG (CRCs, rows)
+            self.assertGreater(w * h, 0)
+
     def test_map_files_by_pid(self):
         # draw_maps with a stand-in pagealloc_map: CMD's map into FILE, the
         # others into FILE.PID.EXT, a line for each.
@@ -212,19 +229,15 @@ class RunTest(unittest.TestCase):
             def draw_file(src, out):
                 drawn.append((os.path.basename(src), out))
 
-        saved = sys.modules.get("pagealloc_map")
-        sys.modules["pagealloc_map"] = FakeMap
-        self.addCleanup(lambda: sys.modules.pop("pagealloc_map") if saved is None else
-                        sys.modules.__setitem__("pagealloc_map", saved))
         with tempfile.TemporaryDirectory() as d:
             for pid in (41, 40, 7):
                 open(os.path.join(d, "map.%d.map" % pid), "w").close()
             err = []
-            real, pagealloc_cli.err = pagealloc_cli.err, err.append
+            real, pagealloc_run.err = pagealloc_run.err, err.append
             try:
-                pagealloc_cli.draw_maps({"map": "out/heap.png"}, d, 40, "prog")
+                pagealloc_run.draw_maps({"map": "out/heap.png"}, d, 40, "prog", FakeMap)
             finally:
-                pagealloc_cli.err = real
+                pagealloc_run.err = real
         self.assertEqual(sorted(drawn), [("map.40.map", "out/heap.png"),
                                          ("map.41.map", "out/heap.41.png"),
                                          ("map.7.map", "out/heap.7.png")])

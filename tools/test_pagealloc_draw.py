@@ -176,8 +176,9 @@ class DrawTest(unittest.TestCase):
                 ">I", zlib.crc32(kind + data))
 
         with open(self.path("f.png"), "wb") as f:
-            f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, 5, 8, 2, 0, 0, 0))
-                    + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+            f.write(b"\x89PNG\r\n\x1a\n" +
+                    chunk(b"IHDR", struct.pack(">IIBBBBB", w, 5, 8, 2, 0, 0, 0)) +
+                    chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
         self.assertEqual(draw.read_png(self.path("f.png")), (2, 5, rows))
 
 
