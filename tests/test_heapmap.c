@@ -56,9 +56,9 @@ static struct map map_now(void)
 	uint64_t kinds[HEAPMAP_KINDS] = {0};
 	for (uint32_t c = 0; c < m.h.nchunks; c++) {
 		assert_int_equal(fread(&m.base[c], 8, 1, f), 1);
-		assert_int_equal(fread(&m.page[(size_t)c * PA_CHUNK_PAGES], sizeof(*m.page),
-		                       PA_CHUNK_PAGES, f),
-		                 PA_CHUNK_PAGES);
+		assert_int_equal(
+		    fread(&m.page[(size_t)c * PA_CHUNK_PAGES], sizeof(*m.page), PA_CHUNK_PAGES, f),
+		    PA_CHUNK_PAGES);
 		TU_EQ(m.base[c] % PA_CHUNK_SIZE, 0);
 		if (c > 0)
 			assert_true(m.base[c] > m.base[c - 1]);
