@@ -231,11 +231,20 @@ int heapmap_write(const char *path)
 	return rc;
 }
 
-/* map_prefix: the heap's map at exit, PREFIX.PID.map. A warning line when
- * it cannot be written; the program's exit goes on. */
+/* Has the heap a chunk? (A process that never allocated has no heap.) */
+static int heap_exists(void)
+{
+	walk_begin();
+	int yes = pages_chunk_view(0, &view);
+	walk_end();
+	return yes;
+}
+
+/* map_prefix: the heap's map at exit, PREFIX.PID.map, if the process has a
+ * heap. A warning line when it cannot be written; the exit goes on. */
 __attribute__((destructor)) static void heapmap_fini(void)
 {
-	if (pa_conf.map_prefix[0] == '\0')
+	if (pa_conf.map_prefix[0] == '\0' || !heap_exists())
 		return;
 	char path[PA_CONF_PATH_MAX + 32];
 	size_t n = strlen(pa_conf.map_prefix);

@@ -6,7 +6,7 @@
  * in address order, each page free or holding something. The map is that
  * picture as data, written by the process on request (the live file's
  * map_request, live.h: PATH.map beside the live file; or at exit with
- * map_prefix=PREFIX: PREFIX.PID.map) and drawn by tools/pagealloc_map.py,
+ * map_prefix=PREFIX: PREFIX.PID.map, when it has a heap) and drawn by tools/pagealloc_map.py,
  * never here: the process only walks and writes.
  *
  * What a page is, and how the walk knows it (heapmap.c):

@@ -440,9 +440,9 @@ int pages_release_zeroes(void)
 
 int pages_chunk_view(uintptr_t from, struct pages_chunk_view *v)
 {
-	struct pa_pageheap *h = default_heap_get();
-	if (h == NULL)
-		return 0;
+	if (__atomic_load_n(&default_state, __ATOMIC_ACQUIRE) != HEAP_READY)
+		return 0; /* not built: no heap to show, and none made for that */
+	struct pa_pageheap *h = &default_heap;
 	from = PA_ALIGN_DOWN(from, PA_CHUNK_SIZE);
 	int found = 0;
 	lock_acquire(&h->lock);

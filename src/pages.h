@@ -55,8 +55,9 @@ struct pages_chunk_view {
 };
 
 /* The first chunk of the heap at or above address from, into v: 1, or 0
- * when there is none (or no heap). Takes the heap lock: call it holding
- * none, or only central locks (central.h: they come before it). */
+ * when there is none (or no heap: this never builds it). Takes the heap
+ * lock: call it holding none, or only central locks (central.h: they come
+ * before it). */
 int pages_chunk_view(uintptr_t from, struct pages_chunk_view *v);
 
 /* The heap's coarse clock: milliseconds since the scavenger thread started
