@@ -303,8 +303,12 @@ def ask_map(pid):
     except pagealloc_stat.StatError as e:
         raise MapError(str(e))
     req = live.ask("map_request")
-    deadline = time.monotonic() + WAIT_S
+    start = time.monotonic()
+    deadline, polls = start + WAIT_S, 0
     while (live._u64("map_served") - req) & (2**64 - 1) >= 2**63:
+        polls += 1
+        if polls % 50 == 0 and not live.alive():
+            raise MapError("process %d exited before it wrote its heap map" % pid)
         if time.monotonic() >= deadline:
             if pagealloc_stat.maps_file(pid, live.st) is False:
                 raise MapError("process %d no longer runs on libpagealloc (it exec'd)" % pid)
