@@ -303,8 +303,7 @@ def ask_map(pid):
     except pagealloc_stat.StatError as e:
         raise MapError(str(e))
     req = live.ask("map_request")
-    start = time.monotonic()
-    deadline, polls = start + WAIT_S, 0
+    deadline, polls = time.monotonic() + WAIT_S, 0
     while (live._u64("map_served") - req) & (2**64 - 1) >= 2**63:
         polls += 1
         if polls % 50 == 0 and not live.alive():
