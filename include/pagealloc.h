@@ -146,6 +146,9 @@ PA_API size_t pa_scavenge(size_t bytes);
  *                     /dev/shm/pagealloc-UID/PID; mode 0600), kept current
  *                     by the scavenger thread, which creates it when it
  *                     starts (default on; scavenger=off means no file)
+ *   map_prefix=PATH   write the heap map PATH.PID.map at exit (every page of
+ *                     the heap and what it holds, for `pagealloc map`'s
+ *                     drawing; default: none)
  *   prof=on|off       sample allocations for heap profiles (default on; see
  *                     pa_prof_dump; off under valgrind and without thread
  *                     caches)

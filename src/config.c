@@ -84,6 +84,7 @@ static const struct conf_key conf_keys[] = {
     KEY(guard_max, CONF_SIZE, 1, 0, NULL, "a size of at least 1 such as 64K"),
     KEY(guard_underflow, CONF_ENUM, 0, 0, on_off, "on or off"),
     KEY(live, CONF_ENUM, 0, 0, on_off, "on or off"),
+    KEY(map_prefix, CONF_PATH, 0, 0, NULL, "a file name shorter than 256 bytes"),
 };
 #undef KEY
 

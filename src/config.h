@@ -47,6 +47,8 @@ struct pa_config {
 	                                     * guard page before it, not its end after */
 	size_t live;                        /* 1: publish the heap's figures in a live file
 	                                     * that `pagealloc stat` reads (live.h) */
+	char map_prefix[PA_CONF_PATH_MAX];  /* the heap map at exit, PREFIX.PID.map
+	                                     * (heapmap.h); "": none */
 };
 
 /* Called after pa_config_set / pa_config changed a key (set by pages.c so a

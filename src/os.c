@@ -205,6 +205,26 @@ int os_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+int os_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t w = pwrite(fd, p, len, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		if (w == 0) {
+			errno = ENOSPC;
+			return -1;
+		}
+		p += w;
+		off += (uint64_t)w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
 long os_pread(int fd, void *buf, size_t len, uint64_t off)
 {
 	size_t n = 0;

@@ -104,6 +104,8 @@ int os_open_read(const char *path);
 /* Write all of buf to fd, retrying short and interrupted writes: 0, or -1
  * with errno set (ENOSPC, EIO, ...) at the first real error. */
 int os_write_all(int fd, const void *buf, size_t len);
+/* The same at file offset off (the file offset stays where it was). */
+int os_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 
 /* Read up to len bytes at file offset off, retrying short and interrupted
  * reads until len or EOF: the bytes read, or -1 with errno set. */

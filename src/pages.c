@@ -438,6 +438,30 @@ int pages_release_zeroes(void)
 	return __atomic_load_n(&default_scav.conf.lazy, __ATOMIC_RELAXED) == 0;
 }
 
+int pages_chunk_view(uintptr_t from, struct pages_chunk_view *v)
+{
+	if (__atomic_load_n(&default_state, __ATOMIC_ACQUIRE) != HEAP_READY)
+		return 0; /* not built: no heap to show, and none made for that */
+	struct pa_pageheap *h = &default_heap;
+	from = PA_ALIGN_DOWN(from, PA_CHUNK_SIZE);
+	int found = 0;
+	lock_acquire(&h->lock);
+	for (size_t i = 0; i < h->ranges.n && !found; i++) {
+		const struct pa_addr_range *r = &h->ranges.v[i];
+		if (range_limit(r) <= from)
+			continue;
+		v->base = range_base(r) > from ? range_base(r) : from;
+		const struct pa_chunk *c = pageheap_chunk(h, v->base);
+		memcpy(v->alloc, c->alloc, sizeof(v->alloc));
+		memcpy(v->scav, c->scav, sizeof(v->scav));
+		memset(v->cached, 0, sizeof(v->cached));
+		pagecache_held_locked(&default_caches, v->base, v->cached);
+		found = 1;
+	}
+	lock_release(&h->lock);
+	return found;
+}
+
 void pages_totals(size_t *mapped, size_t *released, size_t *inuse_outside_caches)
 {
 	*mapped = *released = *inuse_outside_caches = 0;

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "layout.h"
+
 /* Build the default heap if needed, then, if *done is 0, run fn under the
  * lock that building the heap and fork handling take (so a fork never
  * catches fn half done), and set *done when fn returns 0. fn must not
@@ -43,6 +45,20 @@ int pages_release_zeroes(void);
  * page heap's count of allocated pages minus what the per-CPU page caches
  * hold (pages in spans and large objects, when nothing else uses pa_pages). */
 void pages_totals(size_t *mapped, size_t *released, size_t *inuse_outside_caches);
+
+/* One chunk of the heap as the heap map sees it (heapmap.h): its bitmaps
+ * (chunk.h) and the pages per-CPU caches hold, copied under the heap lock. */
+struct pages_chunk_view {
+	uintptr_t base; /* the chunk's first page */
+	uint64_t alloc[PA_CHUNK_WORDS], scav[PA_CHUNK_WORDS];
+	uint64_t cached[PA_CHUNK_WORDS]; /* free in a cache, or queued in its frees */
+};
+
+/* The first chunk of the heap at or above address from, into v: 1, or 0
+ * when there is none (or no heap: this never builds it). Takes the heap
+ * lock: call it holding none, or only central locks (central.h: they come
+ * before it). */
+int pages_chunk_view(uintptr_t from, struct pages_chunk_view *v);
 
 /* The heap's coarse clock: milliseconds since the scavenger thread started
  * (0 while it never ran). */

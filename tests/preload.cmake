@@ -179,3 +179,23 @@ foreach(case figures errors profile)
 		${PA_PT_PRELOAD} $<TARGET_FILE:live_target>
 		${PROJECT_SOURCE_DIR}/tools/pagealloc_stat.py ${case})
 endforeach()
+
+# ---- the heap map and `pagealloc map` ----------------------------------------------
+#   live_map                tests/live/map_check.py: map_target holds seed 000's
+#                           keep-every-512th heap; `pagealloc map PID` gives
+#                           exact cells (each kept object's page a 16-byte span
+#                           with 1 object of 512 in use, the large blocks' pages,
+#                           the freed one cached, the freed array released)
+#                           and the PNG's and SVG's pixels and rectangles of them;
+#                           the map at exit (map_prefix), and through
+#                           `pagealloc run --map F.svg`
+add_executable(map_target ${PROJECT_SOURCE_DIR}/tests/live/map_target.c)
+pa_preload_test(live_map /usr/bin/python3 -S ${PROJECT_SOURCE_DIR}/tests/live/map_check.py
+	${PA_PT_PRELOAD} $<TARGET_FILE:map_target> ${PROJECT_SOURCE_DIR}/tools
+	${PROJECT_BINARY_DIR}/pagealloc)
+#   live_map_reader         tools/test_pagealloc_map.py: map files built from a
+#                           table: read_map's records and totals, each kind's
+#                           colour in the PNG's cells and the SVG's rects and
+#                           tooltips, one-line errors for files that are not
+#                           whole maps, the usage
+pa_preload_test(live_map_reader /usr/bin/python3 -S ${PROJECT_SOURCE_DIR}/tools/test_pagealloc_map.py)

@@ -40,6 +40,9 @@ LAYERS = [
     ("api", ["malloc_names", "malloc_extras", "new_delete", "live", "malloc_stats", "stats_print"]),
     # The pa_ malloc family and the small-object path; orchestrates the rest.
     ("malloc", ["malloc"]),
+    # The heap map: a walk over every chunk, span and large object, written
+    # on request and at exit.
+    ("heap map", ["heapmap"]),
     # Per-thread object caches: they embed the large slots and the span
     # spares and hand them down.
     ("thread cache", ["tcache"]),

@@ -119,6 +119,7 @@ static const struct ref_key ref_keys[] = {
     {"guard_max", REF_SIZE, FIELD(guard_max), 1, SIZE_MAX, {NULL}},
     {"guard_underflow", REF_WORD, FIELD(guard_underflow), 0, 0, {"off", "on", NULL}},
     {"live", REF_WORD, FIELD(live), 0, 0, {"off", "on", NULL}},
+    {"map_prefix", REF_PATH, FIELD(map_prefix), 0, PA_CONF_PATH_MAX - 1, {NULL}},
 };
 
 /* A REF_PATH key's string in c. */
