@@ -87,8 +87,7 @@ def usage_of(cmd, ctx):
     if cmd in ("stat", "profile"):
         return load("pagealloc_stat", "pagealloc " + cmd).USAGE
     if cmd == "map":
-        return getattr(load("pagealloc_map", "the heap map"), "USAGE", None) or \
-            "usage: pagealloc map ... (pagealloc map --help has more)\n"
+        return load("pagealloc_map", "the heap map").USAGE
     if cmd == "plot":
         return load("pagealloc_timeline", "the timeline").PLOT_USAGE
     if cmd == "version":
@@ -134,8 +133,6 @@ def cmd_help(args, ctx):
         return 0
     if len(args) > 1:
         raise UsageError("unexpected argument '%s'" % args[1])
-    if args[0] == "map" and not hasattr(load("pagealloc_map", "the heap map"), "USAGE"):
-        return cmd_map(["--help"], ctx)
     text = usage_of(args[0], ctx)
     if text is None:
         raise UsageError("unknown command '%s'" % args[0])

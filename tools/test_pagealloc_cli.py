@@ -118,13 +118,6 @@ class UsageTest(unittest.TestCase):
         self.assertRegex(out, r"^pagealloc \d+\.\d+\.\d+ \(preload library: /.*"
                          r"libpagealloc-preload\.so\)\n$")
 
-    def test_map_without_its_module_is_one_line(self):
-        if os.path.exists(os.path.join(TOOLS, "pagealloc_map.py")):
-            self.skipTest("pagealloc_map.py is there")
-        want = "pagealloc: the heap map needs pagealloc_map.py, which is not in %s\n" % TOOLS
-        for args in (["map", "x"], ["run", "--map", "m.png", "true"]):
-            self.assertEqual(pagealloc(*args), (1, "", want), args)
-
 
 class RunTest(unittest.TestCase):
     def test_environment_is_composed_in_order(self):
@@ -207,8 +200,6 @@ class RunTest(unittest.TestCase):
         self.assertEqual(err, "pagealloc: %s was killed by signal 2 (SIGINT)\n" % LIVE_TARGET)
 
     def test_run_map_draws_cmd_at_exit(self):
-        if not os.path.exists(os.path.join(TOOLS, "pagealloc_map.py")):
-            self.skipTest("no pagealloc_map.py")
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "heap.png")
             p = self.start_target("--quiet", "--map", out)
