@@ -340,7 +340,8 @@ static void small_write_after_free_caught_by_a_refill(void)
 	void *keeper = pa_malloc(64), *p = pa_malloc(64);
 	pa_free(p);
 	pa_thread_cache_flush();
-	if (!span_has_it_free(p) || pagemap_lookup((uintptr_t)keeper) != pagemap_lookup((uintptr_t)p))
+	if (!span_has_it_free(p) ||
+	    pagemap_lookup((uintptr_t)keeper) != pagemap_lookup((uintptr_t)p))
 		setup_failed(); /* p is back in the keeper's span */
 	write_after_free(set_ptr(p));
 	for (unsigned k = 0; k < pa_sizeclasses[cls].objects; k++)

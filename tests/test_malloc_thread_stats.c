@@ -4,8 +4,8 @@
  * known sizes, small and large, a realloc that moves and frees of part of
  * them; a thread that frees another's blocks; the figures kept when threads
  * exit, the 64 that allocated the most each on its own row and the others
- * summed (one that allocated less than the table's least joins their sum); and named threads in the heap's story, ranked by bytes allocated,
- * live and exited, with their exact bytes.
+ * summed (one that allocated less than the table's least joins their sum); and named threads in the
+ * heap's story, ranked by bytes allocated, live and exited, with their exact bytes.
  *
  * The tests share one process, so they run in this order: the exited
  * table's test first, while no thread has exited yet.
@@ -162,13 +162,15 @@ static void *own_thread(void *arg)
 	for (int k = 0; k < 4; k++)
 		pa_free(a[k]);
 	size_t big_usable = pa_malloc_usable_size(big);
-	TU_EQ(big_usable, 200000 + PA_PAGE_BYTES - 1 - (200000 + PA_PAGE_BYTES - 1) % PA_PAGE_BYTES);
+	TU_EQ(big_usable,
+	      200000 + PA_PAGE_BYTES - 1 - (200000 + PA_PAGE_BYTES - 1) % PA_PAGE_BYTES);
 	pa_free(big);
 	o->last = thread_now();
 	struct pa_thread_stats want = {
 	    .mallocs = 10 + 3 + 1 + 1,
 	    .frees = 1 + 4 + 1,
-	    .allocated = 10 * class_size(100) + 3 * class_size(1000) + big_usable + class_size(5000),
+	    .allocated =
+	        10 * class_size(100) + 3 * class_size(1000) + big_usable + class_size(5000),
 	    .freed = 5 * class_size(100) + big_usable,
 	    .requested = 10 * 100 + 3 * 1000 + 200000 + 5000,
 	};
