@@ -144,7 +144,7 @@ struct pa_tcache {
 	} popped, slow_alloc, slow_free;
 	uint64_t requested, requested_seen; /* requested_seen: published for the stats */
 	int tid;
-	char name[16]; /* the thread's name at the cache's birth (prctl) */
+	char name[THREADSTATS_NAME]; /* its name (prctl): at the cache's birth, at exit */
 	/* Registry links, under the registry lock. */
 	struct pa_tcache *next, **prevnext;
 };

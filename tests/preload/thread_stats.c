@@ -33,7 +33,8 @@ int main(void)
 {
 	PRELOAD_CHECK_MALLOC();
 	if (pa_thread_stats == NULL) {
-		fprintf(stderr, "thread_stats: no pa_thread_stats in the process (not preloaded)\n");
+		fprintf(stderr,
+		        "thread_stats: no pa_thread_stats in the process (not preloaded)\n");
 		return 77;
 	}
 	struct pa_thread_stats before, after;
