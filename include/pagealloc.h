@@ -275,6 +275,27 @@ PA_API int pa_malloc_stats(struct pa_malloc_stats *out);
  * /proc/self/smaps_rollup says. Allocates nothing. */
 PA_API void pa_malloc_stats_print(int fd);
 
+/*
+ * What the calling thread allocated and freed since it started (jemalloc's
+ * thread.allocated and thread.deallocated). Bytes are usable sizes (the
+ * size class; a large block's pages), for frees as for allocations, so
+ * allocated - freed is what the thread's blocks hold now (negative for a
+ * thread that frees what others allocate). Counted without a fast-path
+ * instruction of their own (docs/design.md). The heap's story ranks the
+ * threads, exited ones included, by bytes allocated.
+ */
+struct pa_thread_stats {
+	uint64_t allocated; /* bytes of the blocks it allocated */
+	uint64_t freed;     /* bytes of the blocks it freed, whoever allocated them */
+	uint64_t requested; /* bytes its allocations asked for */
+	uint64_t mallocs;   /* blocks it allocated (a realloc that moves: one) */
+	uint64_t frees;     /* blocks it freed (a realloc that moves: one) */
+};
+
+/* Fill *out with the calling thread's figures (all 0 for a thread that has
+ * no thread cache: thread_cache=off, valgrind). 0, or -1 (EINVAL) for NULL. */
+PA_API int pa_thread_stats(struct pa_thread_stats *out);
+
 /* ---- heap profiles ---------------------------------------------------------
  *
  * One allocation in about prof_sample bytes (an exponential draw per thread)

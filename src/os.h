@@ -125,6 +125,13 @@ long os_read_file(const char *path, char *buf, size_t cap);
 
 int os_getpid(void);
 int os_getuid(void);
+/* The calling thread's id (gettid), and its name (prctl PR_GET_NAME: at
+ * most 15 bytes and a NUL, into name[16]; "" when it cannot be read). */
+int os_gettid(void);
+void os_thread_name(char name[16]);
+/* The name of thread tid of this process (/proc/self/task/TID/comm), into
+ * name[16]: 0, or -1 when the thread is gone. */
+int os_thread_name_of(int tid, char name[16]);
 /* Does process pid exist (kill(pid, 0); another user's counts)? */
 int os_pid_alive(int pid);
 /* fn(name, arg) for each entry of directory path ("." and ".." included),

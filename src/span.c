@@ -171,6 +171,8 @@ static const char *fault_text(enum pa_obj_fault f)
 		return "size is larger than the block (wrong size)";
 	case PA_OBJ_BAD_ALIGN:
 		return "block does not have that alignment (wrong alignment)";
+	case PA_OBJ_WRITTEN:
+		return "write after free";
 	}
 	return "bad pointer";
 }

@@ -29,7 +29,12 @@
  * word holds span_free_key(p) (a per-process secret mixed with its address)
  * until it is handed out again, when the allocator clears it. A pa_free
  * that finds the key in place has found a block already freed into some
- * cache: a double free, caught without looking at any other thread.
+ * cache: a double free, caught without looking at any other thread. Free
+ * objects hold their key wherever they are below bump (in a list, a stash
+ * or their span; central.c writes it into the objects a refill takes), except
+ * on pages the sweep released: a batch going back to its spans and a refill
+ * taking objects from a span check it (central.c), and a key found
+ * overwritten there is a write after free.
  *
  * A large object (class 0) is one run of `npages` pages at `base`; the
  * page map maps its first page only. It looks to pa_free like a span of one
@@ -256,6 +261,7 @@ enum pa_obj_fault {
 	PA_OBJ_DOUBLE_FREE, /* the block is already free */
 	PA_OBJ_BAD_SIZE,    /* free_sized or a sized delete: more than the block holds */
 	PA_OBJ_BAD_ALIGN,   /* free_aligned_sized: the block is not that aligned */
+	PA_OBJ_WRITTEN,     /* a free block's free-key was overwritten (central.c) */
 };
 
 /* The one-line message "pagealloc: FUNC(0x...): FAULT ..." and abort. For

@@ -19,6 +19,8 @@
 #                           "pagealloc: FUNC(PTR): FAULT" line, PTR the pointer
 #                           the program passed and FAULT the case's text
 #                           (bad_pointer.sh's table), then SIGABRT
+#   preload_thread_stats    thread_stats.c: pa_thread_stats through the preload
+#                           (a weak reference) counts the C library's names
 #   preload_valgrind_KIND, linked_valgrind_KIND
 #                           valgrind.sh: memcheck through the client requests,
 #                           preloaded and linked with pa_malloc (KIND: leak,
@@ -53,6 +55,8 @@ add_executable(preload_fork_deadlock ${PA_PT_DIR}/fork_deadlock.c)
 add_executable(preload_bad_pointer ${PA_PT_DIR}/bad_pointer.c)
 add_executable(preload_addr_fill ${PA_PT_DIR}/addr_fill.c)
 add_executable(preload_align_probe ${PA_PT_DIR}/align_probe.c)
+add_executable(preload_thread_stats ${PA_PT_DIR}/thread_stats.c)
+target_include_directories(preload_thread_stats PRIVATE ${PROJECT_SOURCE_DIR}/include)
 # Its delete expressions call the sized forms (clang before 19 leaves them off).
 target_compile_options(preload_cxx_containers PRIVATE -fsized-deallocation)
 # Plain programs on the C library's malloc, which the preload replaces.
@@ -108,13 +112,17 @@ foreach(case_func free_stack:free free_mmap:free free_static:free double_free:fr
 		"delete_static:free|operator delete" "delete_sized_wrong:operator delete"
 		"delete_array_sized_wrong:operator delete\\[\\]"
 		"delete_aligned_sized_wrong:operator delete" "delete_sized_large_wrong:operator delete"
-		"delete_sized_twice:operator delete")
+		"delete_sized_twice:operator delete" write_after_free:malloc)
 	string(REPLACE ":" ";" parts "${case_func}")
 	list(GET parts 0 case)
 	list(GET parts 1 func)
 	pa_preload_test(preload_bad_${case} bash ${PA_PT_DIR}/bad_pointer.sh ${PA_PT_PRELOAD}
 		$<TARGET_FILE:preload_bad_pointer> ${case} "${func}")
 endforeach()
+
+# ---- the calling thread's figures, exported by the preload -------------------------
+pa_preload_test(preload_thread_stats env LD_PRELOAD=${PA_PT_PRELOAD}
+	PA_EXPECT_MALLOC=libpagealloc-preload.so $<TARGET_FILE:preload_thread_stats>)
 
 # ---- valgrind memcheck -------------------------------------------------------------
 foreach(kind leak uaf clean)

@@ -156,7 +156,7 @@ static unsigned cls_of(size_t size)
 
 static uint32_t list_room(unsigned cls)
 {
-	return __atomic_load_n(&tcache_self->room[cls], __ATOMIC_RELAXED);
+	return (uint32_t)(tcache_self->limit[cls] - tcache_self->freed[cls]);
 }
 
 static uint32_t list_count(unsigned cls)

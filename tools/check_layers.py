@@ -44,8 +44,9 @@ LAYERS = [
     # on request and at exit.
     ("heap map", ["heapmap"]),
     # Per-thread object caches: they embed the large slots and the span
-    # spares and hand them down.
-    ("thread cache", ["tcache"]),
+    # spares and hand them down; the per-thread figures they count and the
+    # exited threads' table.
+    ("thread cache", ["tcache", "threadstats"]),
     # Background work of the malloc layer: stash decay, free pages in spans.
     ("sweep", ["sweep"]),
     # Per-class central lists; large objects (slots, stash, alloc, release).
