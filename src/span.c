@@ -108,7 +108,7 @@ int span_init_small(struct pa_span *s, unsigned cls, uintptr_t base)
 	s->bump = 0;
 	s->fbump = 0;
 	s->scan = 0;
-	s->dirty = 0;
+	__atomic_store_n(&s->dirty, 0, __ATOMIC_RELAXED);
 	s->relmap = 0;
 	s->gave_epoch = 0;
 	s->next = NULL;

@@ -40,6 +40,9 @@ LAYERS = [
     ("api", ["malloc_names", "malloc_extras", "new_delete", "live", "malloc_stats", "stats_print"]),
     # The pa_ malloc family and the small-object path; orchestrates the rest.
     ("malloc", ["malloc"]),
+    # Heaps of the program's own: their spans and large objects, under a
+    # lock per heap (they hand spans to the central lists when deleted).
+    ("heaps", ["heap"]),
     # Per-thread object caches: they embed the large slots and the span
     # spares and hand them down.
     ("thread cache", ["tcache"]),

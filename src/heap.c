@@ -1,0 +1,419 @@
+/*
+ * heap.c — heaps of the program's own (heap.h): their spans, lists, counts
+ * and limit, and the table of heaps.
+ */
+#include "heap.h"
+
+#include <errno.h>
+
+#include "bits.h"
+#include "central.h"
+#include "large.h"
+#include "msg.h"
+#include "os.h"
+#include "pagealloc.h"
+#include "pagemap.h"
+#include "pages.h"
+#include "span.h"
+#include "vg.h"
+
+/* ---- the table ------------------------------------------------------------ */
+
+static pa_lock registry_lock = PA_LOCK_INIT;
+/* Under registry_lock (table: also read without it once set, release). */
+static struct pa_heap *table;     /* HEAP_MAX slots, mapped at the first heap_new */
+static uint32_t table_used;       /* slots ever handed out: [0, table_used) */
+static struct pa_heap *free_slot; /* slots of heaps that went, linked by next_free */
+
+struct pa_heap *heap_new(void)
+{
+	lock_acquire(&registry_lock);
+	if (table == NULL)
+		__atomic_store_n(&table, os_alloc(HEAP_MAX * sizeof(struct pa_heap)),
+		                 __ATOMIC_RELEASE);
+	struct pa_heap *h = NULL;
+	if (table == NULL) {
+		h = NULL;
+	} else if (free_slot != NULL) {
+		h = free_slot;
+		free_slot = h->next_free;
+	} else if (table_used < HEAP_MAX) {
+		h = &table[table_used];
+		h->id = table_used++;
+		lock_init(&h->lock);
+	}
+	if (h == NULL) {
+		lock_release(&registry_lock);
+		errno = ENOMEM;
+		return NULL;
+	}
+	lock_acquire(&h->lock);
+	for (unsigned c = 0; c < PA_SC_NUM_CLASSES; c++)
+		h->partial[c] = NULL;
+	h->full = h->large = NULL;
+	h->spans = h->large_objects = h->page_bytes = 0;
+	h->live_bytes = h->live_objects = 0;
+	h->allocs = h->frees = h->limit_failures = 0;
+	h->limit = 0;
+	h->next_free = NULL;
+	__atomic_store_n(&h->live, 1, __ATOMIC_RELAXED);
+	lock_release(&h->lock);
+	lock_release(&registry_lock);
+	return h;
+}
+
+struct pa_heap *heap_check(const void *hv, const char *func)
+{
+	struct pa_heap *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+	uintptr_t off = (uintptr_t)hv - (uintptr_t)t;
+	if (t != NULL && hv != NULL && off < HEAP_MAX * sizeof(struct pa_heap) &&
+	    off % sizeof(struct pa_heap) == 0) {
+		struct pa_heap *h = (struct pa_heap *)(uintptr_t)hv;
+		if (__atomic_load_n(&h->live, __ATOMIC_RELAXED))
+			return h;
+	}
+	struct pa_msg m;
+	msg_begin(&m);
+	msg_str(&m, func);
+	msg_str(&m, "(");
+	msg_hex(&m, (uintptr_t)hv);
+	msg_str(&m, "): not a live heap (destroyed or deleted already, or not from pa_heap_new)");
+	msg_end(&m);
+	os_abort();
+}
+
+struct pa_heap *heap_of(const struct pa_span *s)
+{
+	return &__atomic_load_n(&table, __ATOMIC_ACQUIRE)[s->heap_id];
+}
+
+/* h's slot back to the registry (h's lists empty, h no longer live). */
+static void slot_free(struct pa_heap *h)
+{
+	lock_acquire(&registry_lock);
+	h->next_free = free_slot;
+	free_slot = h;
+	lock_release(&registry_lock);
+}
+
+/* ---- lists ------------------------------------------------------------------ */
+
+static void list_push(struct pa_span **head, struct pa_span *s)
+{
+	s->next = *head;
+	if (s->next != NULL)
+		s->next->prevnext = &s->next;
+	s->prevnext = head;
+	*head = s;
+}
+
+static void list_remove(struct pa_span *s)
+{
+	*s->prevnext = s->next;
+	if (s->next != NULL)
+		s->next->prevnext = s->prevnext;
+	s->next = NULL;
+	s->prevnext = NULL;
+}
+
+/* Mark s as h's (span.h), before any of its objects is handed out. */
+static void mark(struct pa_heap *h, struct pa_span *s)
+{
+	s->heap_id = h->id;
+	__atomic_store_n(&s->fbump, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->dirty, PA_SPAN_HEAPS, __ATOMIC_RELAXED);
+}
+
+/* May h take bytes more pages? Counts a refusal; lock held. */
+static int limit_allows(struct pa_heap *h, size_t bytes)
+{
+	if (h->limit == 0 || (h->page_bytes <= h->limit && bytes <= h->limit - h->page_bytes))
+		return 1;
+	h->limit_failures++;
+	return 0;
+}
+
+/* ---- small objects -------------------------------------------------------- */
+
+/* A new empty span of class cls, on h's partial list; lock held. NULL:
+ * ENOMEM. */
+static struct pa_span *grow(struct pa_heap *h, unsigned cls, struct pa_span_spares *sp)
+{
+	size_t npages = pa_sizeclasses[cls].pages;
+	if (!limit_allows(h, npages * PA_PAGE_SIZE))
+		return NULL;
+	struct pa_span *s = span_new(cls, sp);
+	if (s == NULL)
+		return NULL;
+	uintptr_t base = pages_alloc(npages, NULL);
+	if (base == 0) {
+		span_delete(s, sp);
+		return NULL;
+	}
+	if (vg_active())
+		VALGRIND_MAKE_MEM_NOACCESS((void *)base, npages * PA_PAGE_SIZE);
+	/* Mapped with fbump and bump 0: every free of it fails until marked. */
+	if (span_init_small(s, cls, base) != 0) {
+		pages_free(base, npages);
+		span_delete(s, sp);
+		return NULL;
+	}
+	mark(h, s);
+	list_push(&h->partial[cls], s);
+	h->spans++;
+	h->page_bytes += npages * PA_PAGE_SIZE;
+	return s;
+}
+
+void *heap_alloc_small(struct pa_heap *h, unsigned cls, struct pa_span_spares *sp)
+{
+	lock_acquire(&h->lock);
+	struct pa_span *s = h->partial[cls];
+	if (s == NULL && (s = grow(h, cls, sp)) == NULL) {
+		lock_release(&h->lock);
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* The lowest free index at or above scan (below it every bit is 1). */
+	unsigned w = s->scan / 64u;
+	uint64_t x = ~s->alloc[w] & (~(uint64_t)0 << (s->scan % 64u));
+	while (x == 0)
+		x = ~s->alloc[++w];
+	unsigned i = w * 64u + bits_ctz(x);
+	span_bit_set(s, i, 1);
+	s->scan = (uint16_t)(i + 1);
+	if (i >= s->bump) /* pa_free's slow path reads it without the lock */
+		__atomic_store_n(&s->bump, (uint16_t)(i + 1), __ATOMIC_RELAXED);
+	if (--s->nfree == 0) {
+		list_remove(s);
+		list_push(&h->full, s);
+	}
+	h->live_objects++;
+	h->live_bytes += span_size(s);
+	h->allocs++;
+	lock_release(&h->lock);
+	void **o = (void **)(span_base(s) + (uintptr_t)i * span_size(s));
+	vg_links_open(o);
+	o[1] = NULL; /* a free-key an earlier block here may have left */
+	return o;
+}
+
+/* Empty small span s of h goes back to the page heap; lock held. */
+static void retire_small(struct pa_heap *h, struct pa_span *s, struct pa_span_spares *sp)
+{
+	list_remove(s);
+	h->spans--;
+	h->page_bytes -= (size_t)s->npages * PA_PAGE_SIZE;
+	pagemap_set(span_base(s), s->npages, NULL);
+	pages_free(span_base(s), s->npages);
+	span_delete(s, sp);
+}
+
+/* ---- large objects -------------------------------------------------------- */
+
+void *heap_alloc_large(struct pa_heap *h, size_t n, size_t align, int zero,
+                       struct pa_span_spares *sp)
+{
+	size_t npages = large_pages_of(n);
+	lock_acquire(&h->lock);
+	if (!limit_allows(h, npages * PA_PAGE_SIZE)) {
+		lock_release(&h->lock);
+		errno = ENOMEM;
+		return NULL;
+	}
+	struct pa_span *s = large_span_new(n, align, zero, sp);
+	if (s == NULL) {
+		lock_release(&h->lock);
+		errno = ENOMEM;
+		return NULL;
+	}
+	mark(h, s);
+	list_push(&h->large, s);
+	h->large_objects++;
+	h->page_bytes += (size_t)s->npages * PA_PAGE_SIZE;
+	h->live_objects++;
+	h->live_bytes += (size_t)s->npages * PA_PAGE_SIZE;
+	h->allocs++;
+	lock_release(&h->lock);
+	return (void *)span_base(s);
+}
+
+/* ---- free ------------------------------------------------------------------- */
+
+int heap_free(struct pa_span *s, void *p, const char *func, struct pa_span_spares *sp)
+{
+	struct pa_heap *h = heap_of(s);
+	lock_acquire(&h->lock);
+	if (!span_heaps(s) || heap_of(s) != h) {
+		lock_release(&h->lock); /* deleted meanwhile: the default heap's now */
+		return 0;
+	}
+	int exact;
+	unsigned i = span_index(s, (uintptr_t)p, &exact);
+	if (!span_bit(s, i)) { /* two threads freed it at once */
+		lock_release(&h->lock);
+		span_report(func, p, PA_OBJ_DOUBLE_FREE);
+	}
+	h->live_objects--;
+	h->frees++;
+	if (s->cls == 0) {
+		size_t bytes = (size_t)s->npages * PA_PAGE_SIZE;
+		h->live_bytes -= bytes;
+		h->page_bytes -= bytes;
+		h->large_objects--;
+		list_remove(s);
+		lock_release(&h->lock);
+		large_span_drop(s, sp);
+		return 1;
+	}
+	h->live_bytes -= span_size(s);
+	span_bit_set(s, i, 0);
+	if (i < s->scan)
+		s->scan = (uint16_t)i;
+	struct pa_span **partial = &h->partial[s->cls];
+	if (s->nfree++ == 0) {
+		list_remove(s);
+		list_push(partial, s);
+	}
+	/* Empty: back to the page heap, unless it is the class's only span
+	 * with room (a malloc/free pair would make and retire it each time). */
+	if (s->nfree == span_objects(s) && !(*partial == s && s->next == NULL))
+		retire_small(h, s, sp);
+	lock_release(&h->lock);
+	return 1;
+}
+
+int heap_fits(const struct pa_span *s, size_t n)
+{
+	if (s->cls == 0)
+		return n > PA_SC_MAX_SMALL && large_pages_of(n) == s->npages;
+	return n <= span_size(s) && (n > span_size(s) / 2 || s->cls == 1);
+}
+
+/* ---- destroy, delete --------------------------------------------------------- */
+
+/* Under memcheck, each live object of s is freed for it (its blocks were
+ * announced one by one). */
+static void vg_forget_live(struct pa_span *s)
+{
+	if (!vg_active())
+		return;
+	for (unsigned i = 0; i < span_objects(s); i++)
+		if (span_bit(s, i))
+			VALGRIND_FREELIKE_BLOCK((void *)(span_base(s) + (uintptr_t)i * span_size(s)), 0);
+}
+
+/* Take h out of the table's live heaps, its lists cut loose: *lists gets
+ * every span of them, linked through next (prevnext not kept). */
+static struct pa_span *unlist_all(struct pa_heap *h)
+{
+	struct pa_span *all = NULL;
+	struct pa_span **heads[PA_SC_NUM_CLASSES + 2];
+	unsigned nh = 0;
+	for (unsigned c = 1; c < PA_SC_NUM_CLASSES; c++)
+		heads[nh++] = &h->partial[c];
+	heads[nh++] = &h->full;
+	heads[nh++] = &h->large;
+	for (unsigned k = 0; k < nh; k++) {
+		struct pa_span *s = *heads[k];
+		while (s != NULL) {
+			struct pa_span *next = s->next;
+			s->next = all;
+			all = s;
+			s = next;
+		}
+		*heads[k] = NULL;
+	}
+	__atomic_store_n(&h->live, 0, __ATOMIC_RELAXED);
+	return all;
+}
+
+void heap_destroy(struct pa_heap *h, struct pa_span_spares *sp)
+{
+	lock_acquire(&h->lock);
+	struct pa_span *s = unlist_all(h);
+	lock_release(&h->lock);
+	while (s != NULL) {
+		struct pa_span *next = s->next;
+		vg_forget_live(s);
+		if (s->cls == 0) {
+			large_span_drop(s, sp);
+		} else {
+			pagemap_set(span_base(s), s->npages, NULL);
+			pages_free(span_base(s), s->npages);
+			span_delete(s, sp);
+		}
+		s = next;
+	}
+	slot_free(h);
+}
+
+void heap_delete(struct pa_heap *h, struct pa_span_spares *sp)
+{
+	lock_acquire(&h->lock);
+	struct pa_span *s = unlist_all(h);
+	/* Under h's lock: a heap_free that read a mark waits here, and then
+	 * finds the mark gone. */
+	while (s != NULL) {
+		struct pa_span *next = s->next;
+		if (s->cls == 0) {
+			s->next = NULL;
+			s->prevnext = NULL;
+			s->relmap = 0;
+			large_adopt(s);
+			__atomic_store_n(&s->dirty, 0, __ATOMIC_RELAXED);
+			__atomic_store_n(&s->fbump, 1, __ATOMIC_RELAXED); /* large.c's */
+		} else {
+			central_adopt(s, sp);
+		}
+		s = next;
+	}
+	lock_release(&h->lock);
+	slot_free(h);
+}
+
+/* ---- counts ------------------------------------------------------------------ */
+
+void heap_stats(struct pa_heap *h, struct pa_heap_stats *st)
+{
+	lock_acquire(&h->lock);
+	st->live_bytes = h->live_bytes;
+	st->live_objects = h->live_objects;
+	st->page_bytes = h->page_bytes;
+	st->spans = h->spans;
+	st->large_objects = h->large_objects;
+	st->allocs = h->allocs;
+	st->frees = h->frees;
+	st->limit = h->limit;
+	st->limit_failures = h->limit_failures;
+	lock_release(&h->lock);
+}
+
+void heap_set_limit(struct pa_heap *h, size_t bytes)
+{
+	lock_acquire(&h->lock);
+	h->limit = bytes;
+	lock_release(&h->lock);
+}
+
+void heap_fork(enum pa_fork_phase phase)
+{
+	struct pa_heap *t = table;
+	switch (phase) {
+	case PA_FORK_PREPARE:
+		lock_acquire(&registry_lock);
+		for (uint32_t k = 0; k < table_used; k++)
+			lock_acquire(&t[k].lock);
+		break;
+	case PA_FORK_PARENT:
+		for (uint32_t k = table_used; k-- > 0;)
+			lock_release(&t[k].lock);
+		lock_release(&registry_lock);
+		break;
+	case PA_FORK_CHILD:
+		for (uint32_t k = 0; k < table_used; k++)
+			lock_init(&t[k].lock);
+		lock_init(&registry_lock);
+		break;
+	}
+}
