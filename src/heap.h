@@ -60,16 +60,16 @@ struct pa_heap {
 	pa_lock lock;
 	uint32_t id; /* its slot in the table (span.h: heap_id); set once */
 	/* Under lock (live: also read with relaxed atomics by heap_check). */
-	int live;                                /* 1 from heap_new to destroy/delete */
+	int live;                                   /* 1 from heap_new to destroy/delete */
 	struct pa_span *partial[PA_SC_NUM_CLASSES]; /* spans with a free object */
-	struct pa_span *full;                    /* small spans with none */
-	struct pa_span *large;                   /* large objects */
-	size_t spans, large_objects;             /* on those lists */
-	size_t page_bytes;                       /* their pages, in bytes */
-	size_t live_bytes, live_objects;         /* objects handed out, not freed */
-	uint64_t allocs, frees, limit_failures;  /* over the heap's life */
-	size_t limit;                            /* page_bytes may not pass it; 0: none */
-	struct pa_heap *next_free;               /* the registry's free slots */
+	struct pa_span *full;                       /* small spans with none */
+	struct pa_span *large;                      /* large objects */
+	size_t spans, large_objects;                /* on those lists */
+	size_t page_bytes;                          /* their pages, in bytes */
+	size_t live_bytes, live_objects;            /* objects handed out, not freed */
+	uint64_t allocs, frees, limit_failures;     /* over the heap's life */
+	size_t limit;                               /* page_bytes may not pass it; 0: none */
+	struct pa_heap *next_free;                  /* the registry's free slots */
 } __attribute__((aligned(64)));
 
 /* A new empty heap, or NULL (errno = ENOMEM: out of memory, or HEAP_MAX

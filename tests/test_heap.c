@@ -15,7 +15,7 @@
 
 #include "pagealloc.h"
 
-#define SMALL 100             /* a 112-byte class */
+#define SMALL 100              /* a 112-byte class */
 #define LARGE ((size_t)100000) /* 13 pages */
 
 /* Page heap pages in use, per-CPU caches given back first. */

@@ -119,8 +119,8 @@ static void destroy_with_live_objects_in_other_threads(void **state)
 	pthread_barrier_init(&destroyed, NULL, THREADS + 1);
 	pthread_t th[THREADS];
 	for (int t = 0; t < THREADS; t++)
-		assert_int_equal(
-		    pthread_create(&th[t], NULL, hold_and_churn, (void *)(intptr_t)t), 0);
+		assert_int_equal(pthread_create(&th[t], NULL, hold_and_churn, (void *)(intptr_t)t),
+		                 0);
 	pthread_barrier_wait(&built);
 	struct pa_heap_stats st;
 	assert_int_equal(pa_heap_stats(shared_heap, &st), 0);
