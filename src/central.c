@@ -357,7 +357,7 @@ void central_adopt(struct pa_span *s, struct pa_span_spares *sp)
 	lock_acquire(&c->lock);
 	s->next = NULL;
 	s->prevnext = NULL;
-	s->relmap = 0;
+	__atomic_store_n(&s->relmap, 0, __ATOMIC_RELAXED); /* heap_id: heap_of reads it */
 	s->gave_epoch = 0;
 	/* A free of one of its objects in another thread now goes to a
 	 * thread cache, and from there to this list: after the lock. */

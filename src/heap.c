@@ -49,8 +49,8 @@ struct pa_heap *heap_new(void)
 	}
 	lock_acquire(&h->lock);
 	for (unsigned c = 0; c < PA_SC_NUM_CLASSES; c++)
-		h->partial[c] = NULL;
-	h->full = h->large = NULL;
+		h->partial[c] = h->full[c] = NULL;
+	h->large = NULL;
 	h->spans = h->large_objects = h->page_bytes = 0;
 	h->live_bytes = h->live_objects = 0;
 	h->allocs = h->frees = h->limit_failures = 0;
@@ -84,7 +84,8 @@ struct pa_heap *heap_check(const void *hv, const char *func)
 
 struct pa_heap *heap_of(const struct pa_span *s)
 {
-	return &__atomic_load_n(&table, __ATOMIC_ACQUIRE)[s->heap_id];
+	return &__atomic_load_n(&table,
+	                        __ATOMIC_ACQUIRE)[__atomic_load_n(&s->heap_id, __ATOMIC_RELAXED)];
 }
 
 /* h's slot back to the registry (h's lists empty, h no longer live). */
@@ -119,7 +120,7 @@ static void list_remove(struct pa_span *s)
 /* Mark s as h's (span.h), before any of its objects is handed out. */
 static void mark(struct pa_heap *h, struct pa_span *s)
 {
-	s->heap_id = h->id;
+	__atomic_store_n(&s->heap_id, h->id, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->fbump, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->dirty, PA_SPAN_HEAPS, __ATOMIC_RELAXED);
 }
@@ -186,7 +187,7 @@ void *heap_alloc_small(struct pa_heap *h, unsigned cls, struct pa_span_spares *s
 		__atomic_store_n(&s->bump, (uint16_t)(i + 1), __ATOMIC_RELAXED);
 	if (--s->nfree == 0) {
 		list_remove(s);
-		list_push(&h->full, s);
+		list_push(&h->full[cls], s);
 	}
 	h->live_objects++;
 	h->live_bytes += span_size(s);
@@ -304,29 +305,21 @@ static void vg_forget_live(struct pa_span *s)
 			    (void *)(span_base(s) + (uintptr_t)i * span_size(s)), 0);
 }
 
-/* Take h out of the table's live heaps, its lists cut loose: *lists gets
- * every span of them, linked through next (prevnext not kept). */
-static struct pa_span *unlist_all(struct pa_heap *h)
+/* Lists of h: its partial lists, its full lists, large. */
+#define HEAP_LISTS (2u * PA_SC_NUM_CLASSES + 1u)
+
+/* Take h's lists into heads[HEAP_LISTS] and h out of the live heaps: O(1)
+ * per list, no span touched. Lock held. */
+static void take_lists(struct pa_heap *h, struct pa_span *heads[HEAP_LISTS])
 {
-	struct pa_span *all = NULL;
-	struct pa_span **heads[PA_SC_NUM_CLASSES + 2];
-	unsigned nh = 0;
-	for (unsigned c = 1; c < PA_SC_NUM_CLASSES; c++)
-		heads[nh++] = &h->partial[c];
-	heads[nh++] = &h->full;
-	heads[nh++] = &h->large;
-	for (unsigned k = 0; k < nh; k++) {
-		struct pa_span *s = *heads[k];
-		while (s != NULL) {
-			struct pa_span *next = s->next;
-			s->next = all;
-			all = s;
-			s = next;
-		}
-		*heads[k] = NULL;
+	for (unsigned c = 0; c < PA_SC_NUM_CLASSES; c++) {
+		heads[c] = h->partial[c];
+		heads[PA_SC_NUM_CLASSES + c] = h->full[c];
+		h->partial[c] = h->full[c] = NULL;
 	}
+	heads[2 * PA_SC_NUM_CLASSES] = h->large;
+	h->large = NULL;
 	__atomic_store_n(&h->live, 0, __ATOMIC_RELAXED);
-	return all;
 }
 
 /* Pages [lo, hi) of spans that went: out of the page map, back to the page
@@ -385,27 +378,46 @@ static void sort_runs(uintptr_t (*runs)[2], uintptr_t (*tmp)[2], size_t n)
  * heap's summaries, cost 5.1 ms; docs/benchmarks.md has the figure now.
  * Without memory for the table, span by span.
  */
-void heap_destroy(struct pa_heap *h, struct pa_span_spares *sp)
+void heap_destroy(struct pa_heap *h)
 {
+	struct pa_span *heads[HEAP_LISTS];
 	lock_acquire(&h->lock);
 	size_t n = h->spans + h->large_objects, k = 0;
-	struct pa_span *s = unlist_all(h);
+	take_lists(h, heads);
 	lock_release(&h->lock);
 	size_t bytes = 2 * n * sizeof(uintptr_t[2]);
 	uintptr_t(*runs)[2] = n != 0 ? os_alloc(bytes) : NULL;
-	while (s != NULL) {
-		struct pa_span *next = s->next;
-		vg_forget_live(s);
-		uintptr_t base = span_base(s), end = base + (uintptr_t)s->npages * PA_PAGE_SIZE;
-		span_delete(s, sp);
-		if (runs != NULL) {
-			runs[k][0] = base;
-			runs[k++][1] = end;
-		} else {
-			drop_run(base, end);
+	struct pa_span *batch[PA_SPAN_DELETE_MAX];
+	unsigned nb = 0, lanes = 0;
+	for (unsigned l = 0; l < HEAP_LISTS; l++)
+		if (heads[l] != NULL)
+			heads[lanes++] = heads[l];
+	/* The lists side by side, a span of each in turn: the loads of their
+	 * next records miss the cache together, not one after another. */
+	while (lanes != 0) {
+		for (unsigned j = 0; j < lanes;) {
+			struct pa_span *s = heads[j], *next = s->next;
+			if (next != NULL)
+				heads[j++] = next;
+			else
+				heads[j] = heads[--lanes];
+			vg_forget_live(s);
+			uintptr_t base = span_base(s);
+			uintptr_t end = base + (uintptr_t)s->npages * PA_PAGE_SIZE;
+			if (runs != NULL) {
+				runs[k][0] = base;
+				runs[k++][1] = end;
+			} else {
+				drop_run(base, end);
+			}
+			batch[nb++] = s;
+			if (nb == PA_SPAN_DELETE_MAX) {
+				span_delete_n(batch, nb);
+				nb = 0;
+			}
 		}
-		s = next;
 	}
+	span_delete_n(batch, nb);
 	if (runs != NULL) {
 		sort_runs(runs, runs + n, n);
 		uintptr_t lo = runs[0][0], hi = runs[0][1];
@@ -424,23 +436,25 @@ void heap_destroy(struct pa_heap *h, struct pa_span_spares *sp)
 
 void heap_delete(struct pa_heap *h, struct pa_span_spares *sp)
 {
+	struct pa_span *heads[HEAP_LISTS];
 	lock_acquire(&h->lock);
-	struct pa_span *s = unlist_all(h);
+	take_lists(h, heads);
 	/* Under h's lock: a heap_free that read a mark waits here, and then
 	 * finds the mark gone. */
-	while (s != NULL) {
-		struct pa_span *next = s->next;
-		if (s->cls == 0) {
+	for (unsigned l = 0; l < HEAP_LISTS; l++) {
+		for (struct pa_span *s = heads[l], *next; s != NULL; s = next) {
+			next = s->next;
+			if (s->cls != 0) {
+				central_adopt(s, sp);
+				continue;
+			}
 			s->next = NULL;
 			s->prevnext = NULL;
-			s->relmap = 0;
+			__atomic_store_n(&s->heap_id, 0, __ATOMIC_RELAXED);
 			large_adopt(s);
 			__atomic_store_n(&s->dirty, 0, __ATOMIC_RELAXED);
 			__atomic_store_n(&s->fbump, 1, __ATOMIC_RELAXED); /* large.c's */
-		} else {
-			central_adopt(s, sp);
 		}
-		s = next;
 	}
 	lock_release(&h->lock);
 	slot_free(h);

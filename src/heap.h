@@ -20,7 +20,8 @@
  *
  * Every span of a heap is on one of its lists, linked through the spans'
  * next/prevnext: per class the spans with a free object (partial), the
- * full ones (full), and the large objects (large). pa_heap_destroy walks
+ * full ones (full, per class too), and the large objects (large).
+ * pa_heap_destroy walks
  * the lists, unmapping each span from the page map and giving its pages to
  * the page heap (where the scavenger releases them), so it takes time in
  * proportion to spans and large objects, not objects; a later pa_free of
@@ -62,7 +63,7 @@ struct pa_heap {
 	/* Under lock (live: also read with relaxed atomics by heap_check). */
 	int live;                                   /* 1 from heap_new to destroy/delete */
 	struct pa_span *partial[PA_SC_NUM_CLASSES]; /* spans with a free object */
-	struct pa_span *full;                       /* small spans with none */
+	struct pa_span *full[PA_SC_NUM_CLASSES];    /* spans with none */
 	struct pa_span *large;                      /* large objects */
 	size_t spans, large_objects;                /* on those lists */
 	size_t page_bytes;                          /* their pages, in bytes */
@@ -101,8 +102,10 @@ int heap_free(struct pa_span *s, void *p, const char *func, struct pa_span_spare
 /* Is s's block p one that a block of n bytes fits in, where it is? */
 int heap_fits(const struct pa_span *s, size_t n);
 
-/* pa_heap_destroy and pa_heap_delete (h checked); h's slot is free after. */
-void heap_destroy(struct pa_heap *h, struct pa_span_spares *sp);
+/* pa_heap_destroy and pa_heap_delete (h checked); h's slot is free after.
+ * Destroy gives the records back to their pools in batches (span_delete_n);
+ * delete retires empty spans' records into sp. */
+void heap_destroy(struct pa_heap *h);
 void heap_delete(struct pa_heap *h, struct pa_span_spares *sp);
 
 void heap_stats(struct pa_heap *h, struct pa_heap_stats *st);

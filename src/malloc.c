@@ -1013,7 +1013,7 @@ void pa_heap_destroy(pa_heap_t *h)
 {
 	if (h == NULL)
 		return;
-	heap_destroy(heap_check(h, "pa_heap_destroy"), tcache_spares(tcache_real()));
+	heap_destroy(heap_check(h, "pa_heap_destroy"));
 	background_work(); /* no allocator lock is held here */
 }
 

@@ -248,6 +248,10 @@ size_t span_record_bytes(unsigned cls);
 /* Give s's record back: a short one into sp when it is not NULL (the older
  * half of a full sp goes to the pool first), else to its pool. */
 void span_delete(struct pa_span *s, struct pa_span_spares *sp);
+/* Give n records back to their pools at once (one lock taken per pool, not
+ * per record: a heap's destroy, heap.h); n at most PA_SPAN_DELETE_MAX. */
+#define PA_SPAN_DELETE_MAX 64u
+void span_delete_n(struct pa_span *const *recs, unsigned n);
 /* Return every record of sp to the pool itself (sp is empty after). */
 void span_spares_free(struct pa_span_spares *sp);
 
