@@ -125,19 +125,21 @@ static void mark(struct pa_heap *h, struct pa_span *s)
 	__atomic_store_n(&s->dirty, PA_SPAN_HEAPS, __ATOMIC_RELAXED);
 }
 
-/* May h take bytes more pages? Counts a refusal; lock held. */
+/* May h take bytes more pages? A refusal is counted, and errno set to
+ * EDQUOT (heap.h); lock held. */
 static int limit_allows(struct pa_heap *h, size_t bytes)
 {
 	if (h->limit == 0 || (h->page_bytes <= h->limit && bytes <= h->limit - h->page_bytes))
 		return 1;
 	h->limit_failures++;
+	errno = EDQUOT;
 	return 0;
 }
 
 /* ---- small objects -------------------------------------------------------- */
 
 /* A new empty span of class cls, on h's partial list; lock held. NULL:
- * ENOMEM. */
+ * ENOMEM, or EDQUOT (over h's limit). */
 static struct pa_span *grow(struct pa_heap *h, unsigned cls, struct pa_span_spares *sp)
 {
 	size_t npages = pa_sizeclasses[cls].pages;
@@ -172,7 +174,8 @@ void *heap_alloc_small(struct pa_heap *h, unsigned cls, struct pa_span_spares *s
 	struct pa_span *s = h->partial[cls];
 	if (s == NULL && (s = grow(h, cls, sp)) == NULL) {
 		lock_release(&h->lock);
-		errno = ENOMEM;
+		if (errno != EDQUOT)
+			errno = ENOMEM;
 		return NULL;
 	}
 	/* The lowest free index at or above scan (below it every bit is 1). */
@@ -219,7 +222,6 @@ void *heap_alloc_large(struct pa_heap *h, size_t n, size_t align, int zero,
 	lock_acquire(&h->lock);
 	if (!limit_allows(h, npages * PA_PAGE_SIZE)) {
 		lock_release(&h->lock);
-		errno = ENOMEM;
 		return NULL;
 	}
 	struct pa_span *s = large_span_new(n, align, zero, sp);

@@ -83,13 +83,14 @@ struct pa_heap *heap_check(const void *h, const char *func);
 /* The heap of marked span s (span_heaps). */
 struct pa_heap *heap_of(const struct pa_span *s);
 
-/* An object of class cls (its second word cleared), or NULL (errno =
- * ENOMEM, out of memory or over the limit). sp: the calling thread's spare
+/* An object of class cls (its second word cleared), or NULL with errno
+ * ENOMEM (out of memory) or EDQUOT (over h's limit: the caller reports
+ * ENOMEM, but does not try to make room). sp: the calling thread's spare
  * span records (span.h), or NULL. */
 void *heap_alloc_small(struct pa_heap *h, unsigned cls, struct pa_span_spares *sp);
 
 /* A large block of n bytes (large_size_ok) at an `align`-aligned address
- * (with zero, reading as zero), or NULL (errno = ENOMEM). */
+ * (with zero, reading as zero), or NULL (errno as heap_alloc_small's). */
 void *heap_alloc_large(struct pa_heap *h, size_t n, size_t align, int zero,
                        struct pa_span_spares *sp);
 

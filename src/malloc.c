@@ -921,7 +921,7 @@ static void *heap_block(struct pa_heap *h, size_t n, size_t align, int zero)
 	void *p = NULL;
 	if (cls < PA_SC_NUM_CLASSES) {
 		p = heap_alloc_small(h, cls, sp);
-		if (p == NULL && hard_limit_reclaim())
+		if (p == NULL && errno == ENOMEM && hard_limit_reclaim())
 			p = heap_alloc_small(h, cls, sp);
 		if (p != NULL) {
 			vg_block_live(p, n, zero);
@@ -931,7 +931,7 @@ static void *heap_block(struct pa_heap *h, size_t n, size_t align, int zero)
 	} else if (large_size_ok(n, align)) {
 		size_t a = align < PA_PAGE_SIZE ? PA_PAGE_SIZE : align;
 		p = heap_alloc_large(h, n, a, zero, sp);
-		if (p == NULL && hard_limit_reclaim())
+		if (p == NULL && errno == ENOMEM && hard_limit_reclaim())
 			p = heap_alloc_large(h, n, a, zero, sp);
 	}
 	background_work(); /* no allocator lock is held here */
