@@ -915,7 +915,10 @@ static void *heap_block(struct pa_heap *h, size_t n, size_t align, int zero)
 	unsigned cls = PA_SC_NUM_CLASSES;
 	if (n <= PA_SC_MAX_SMALL && align <= PA_PAGE_SIZE) {
 		cls = pa_size_to_class(n < align ? align : n);
-		while (cls < PA_SC_NUM_CLASSES && pa_sizeclasses[cls].size % align != 0)
+		/* Every class is a multiple of 16 (the division is ~30% of a
+		 * heap's malloc when it runs for every one). */
+		while (align > 16 && cls < PA_SC_NUM_CLASSES &&
+		       pa_sizeclasses[cls].size % align != 0)
 			cls++;
 	}
 	void *p = NULL;
@@ -933,8 +936,10 @@ static void *heap_block(struct pa_heap *h, size_t n, size_t align, int zero)
 		p = heap_alloc_large(h, n, a, zero, sp);
 		if (p == NULL && errno == ENOMEM && hard_limit_reclaim())
 			p = heap_alloc_large(h, n, a, zero, sp);
+		/* No allocator lock is held here. (Small blocks leave it to the
+		 * destroy, whose free pages are the scavenger's work.) */
+		background_work();
 	}
-	background_work(); /* no allocator lock is held here */
 	errno = p != NULL ? saved : ENOMEM;
 	return p;
 }
