@@ -29,9 +29,18 @@
 #include <mimalloc.h>
 #define NAME "mimalloc"
 typedef mi_heap_t *heap_t;
-static heap_t heap_make(void) { return mi_heap_new(); }
-static void *heap_alloc(heap_t h, size_t n) { return mi_heap_malloc(h, n); }
-static void heap_drop(heap_t h) { mi_heap_destroy(h); }
+static heap_t heap_make(void)
+{
+	return mi_heap_new();
+}
+static void *heap_alloc(heap_t h, size_t n)
+{
+	return mi_heap_malloc(h, n);
+}
+static void heap_drop(heap_t h)
+{
+	mi_heap_destroy(h);
+}
 #elif defined(ARENA_JEMALLOC)
 #include <jemalloc/jemalloc.h>
 #define NAME "jemalloc"
@@ -59,9 +68,18 @@ static void heap_drop(heap_t h)
 #include "pagealloc.h"
 #define NAME "pagealloc"
 typedef pa_heap_t *heap_t;
-static heap_t heap_make(void) { return pa_heap_new(); }
-static void *heap_alloc(heap_t h, size_t n) { return pa_heap_malloc(h, n); }
-static void heap_drop(heap_t h) { pa_heap_destroy(h); }
+static heap_t heap_make(void)
+{
+	return pa_heap_new();
+}
+static void *heap_alloc(heap_t h, size_t n)
+{
+	return pa_heap_malloc(h, n);
+}
+static void heap_drop(heap_t h)
+{
+	pa_heap_destroy(h);
+}
 #endif
 
 static double now_ms(void)
@@ -104,7 +122,7 @@ int main(int argc, char **argv)
 		for (long i = 0; i < small + large; i++) {
 			x = x * 1103515245u + 12345u;
 			size_t n = i % (small / large + 1) == 0 && large > 0 ? (size_t)64 << 10
-			                                                      : 16 + (x >> 16) % 497;
+			                                                     : 16 + (x >> 16) % 497;
 			char *p = heap_alloc(h, n);
 			if (p == NULL)
 				abort();
@@ -120,7 +138,7 @@ int main(int argc, char **argv)
 	}
 	qsort(build, (size_t)rounds, sizeof(double), cmp);
 	qsort(drop, (size_t)rounds, sizeof(double), cmp);
-	printf("%-9s build_ms=%.1f destroy_ms=%.3f rss_built_mib=%.1f rss_destroyed_mib=%.1f\n", NAME,
-	       build[rounds / 2], drop[rounds / 2], rss_built, rss_dropped);
+	printf("%-9s build_ms=%.1f destroy_ms=%.3f rss_built_mib=%.1f rss_destroyed_mib=%.1f\n",
+	       NAME, build[rounds / 2], drop[rounds / 2], rss_built, rss_dropped);
 	return 0;
 }

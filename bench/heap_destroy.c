@@ -38,7 +38,7 @@ static pa_heap_t *build(long small, long large, void **objs)
 	for (long i = 0; i < small + large; i++) {
 		x = x * 1103515245u + 12345u;
 		size_t n = i % (small / large + 1) == 0 && large > 0 ? (size_t)64 << 10
-		                                                      : 16 + (x >> 16) % 497;
+		                                                     : 16 + (x >> 16) % 497;
 		char *p = pa_heap_malloc(h, n);
 		if (p == NULL)
 			abort();
@@ -77,9 +77,10 @@ int main(int argc, char **argv)
 	}
 	qsort(destroy, (size_t)rounds, sizeof(double), cmp);
 	qsort(onebyone, (size_t)rounds, sizeof(double), cmp);
-	printf("objects=%ld+%ld spans=%zu large=%zu destroy_ms=%.3f one_by_one_ms=%.1f ratio=%.0f\n",
-	       small, large, spans, nlarge, destroy[rounds / 2], onebyone[rounds / 2],
-	       onebyone[rounds / 2] / destroy[rounds / 2]);
+	printf(
+	    "objects=%ld+%ld spans=%zu large=%zu destroy_ms=%.3f one_by_one_ms=%.1f ratio=%.0f\n",
+	    small, large, spans, nlarge, destroy[rounds / 2], onebyone[rounds / 2],
+	    onebyone[rounds / 2] / destroy[rounds / 2]);
 	free(objs);
 	return 0;
 }

@@ -371,14 +371,16 @@ static void sort_runs(uintptr_t (*runs)[2], uintptr_t (*tmp)[2], size_t n)
 }
 
 /*
- * The spans' pages go back in runs: the records first, the page ranges
- * noted in a table (mapped for the purpose), sorted by address, and each
- * run of touching spans given to the page map and the page heap at once.
- * Spans made one after another lie side by side (the page heap's first
- * fit), so a heap of 10^6 objects in 34,000 spans comes to a few runs:
- * freeing span by span, each through the per-CPU page cache and the page
- * heap's summaries, cost 5.1 ms; docs/benchmarks.md has the figure now.
- * Without memory for the table, span by span.
+ * Destroy touches each span's record once: the lists are walked side by
+ * side, a span of each in turn, so the misses on their records overlap
+ * (one list after another took twice as long); each record goes back to
+ * its pool in batches of 64, and each page range into a table (mapped for
+ * the purpose). Sorted by address, the ranges come to a few runs (spans
+ * made one after another lie side by side: the page heap's first fit),
+ * each given to the page map and the page heap at once, where span by
+ * span through the per-CPU page caches was most of the time (a heap of
+ * 10^6 objects, 34,000 spans: 25 M instructions then, 5.7 M now;
+ * docs/design.md, heaps). Without memory for the table, span by span.
  */
 void heap_destroy(struct pa_heap *h)
 {
