@@ -2,7 +2,8 @@
  * test_heap.c — heaps of the program's own (pa_heap_new, include/pagealloc.h)
  * in one thread: exact counts after known allocations, destroy gives every
  * page back, delete hands live objects to the default heap, the heap's
- * limit, realloc within and between heaps, aligned blocks, the faults (a
+ * limit, realloc within and between heaps, aligned blocks, sized frees,
+ * a forked child's use of its parent's heap, the faults (a
  * free of a destroyed heap's object, a destroyed heap's handle) and the
  * process-wide memory_limit_hard, read from PAGEALLOC_CONF by a child that
  * runs this program again. tests/test_heap_thread.c has the threads.
@@ -254,6 +255,47 @@ static void aligned_alloc_gives_every_alignment(void **state)
 	pa_heap_destroy(h);
 }
 
+static void sized_frees_take_a_heaps_objects(void **state)
+{
+	(void)state;
+	pa_heap_t *h = pa_heap_new();
+	void *a = pa_heap_malloc(h, 100), *b = pa_heap_aligned_alloc(h, 256, 200);
+	void *c = pa_heap_malloc(h, LARGE);
+	pa_free_sized(a, 100);
+	pa_free_aligned_sized(b, 256, 200);
+	pa_free_sized(c, LARGE);
+	struct pa_heap_stats st = hstats(h);
+	TU_EQ(st.live_objects, 0);
+	TU_EQ(st.frees, 3);
+	pa_heap_destroy(h);
+}
+
+static void a_forked_child_uses_and_destroys_its_parents_heap(void **state)
+{
+	(void)state;
+	assert_int_equal(pa_config_set("scavenger", "off"), 0);
+	pa_heap_t *h = pa_heap_new();
+	void *p = pa_heap_malloc(h, 64);
+	fflush(NULL);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct pa_heap_stats st;
+		void *q = pa_heap_malloc(h, 64);
+		pa_free(p);
+		pa_heap_stats(h, &st);
+		int ok = q != NULL && st.live_objects == 1 && st.frees == 1;
+		pa_heap_destroy(h);
+		_exit(ok ? 0 : 1);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	TU_EQ(WEXITSTATUS(status), 0);
+	TU_EQ(hstats(h).live_objects, 1); /* the parent's heap is its own */
+	pa_heap_destroy(h);
+}
+
 /* ---- faults: children that must die with one line --------------------------- */
 
 static uintptr_t *fault_ptr; /* a shared page: the pointer the child names */
@@ -398,6 +440,8 @@ int main(int argc, char **argv)
 	    TU_TEST(limit_reached_gives_null_and_enomem_and_changes_nothing_else),
 	    TU_TEST(realloc_stays_in_its_heap_or_moves_between_heaps),
 	    TU_TEST(aligned_alloc_gives_every_alignment),
+	    TU_TEST(sized_frees_take_a_heaps_objects),
+	    TU_TEST(a_forked_child_uses_and_destroys_its_parents_heap),
 	    TU_TEST(bad_heap_uses_abort_with_one_line),
 	    TU_TEST(memory_limit_hard_reached_gives_enomem),
 	};

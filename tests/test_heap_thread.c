@@ -3,7 +3,8 @@
  * threads: threads allocating from one heap at once and freeing each
  * other's objects, and a heap destroyed while its objects are live in
  * other threads, whose thread caches hold default-heap objects meanwhile
- * (a heap's objects never enter a thread cache). Run under ThreadSanitizer
+ * (a heap's objects never enter a thread cache), and a heap deleted while
+ * other threads free its objects. Run under ThreadSanitizer
  * too (tools/test.sh: the *thread* tests).
  */
 #include <pthread.h>
@@ -141,11 +142,56 @@ static void destroy_with_live_objects_in_other_threads(void **state)
 	pthread_barrier_destroy(&destroyed);
 }
 
+/* ---- delete while other threads free the heap's objects ---------------------- */
+
+#define RACERS 3
+#define RACE_OBJS 20000
+static void *race_objs[RACERS][RACE_OBJS];
+static pthread_barrier_t race_start;
+
+static void *free_mine_during_delete(void *arg)
+{
+	int t = (int)(intptr_t)arg;
+	pthread_barrier_wait(&race_start);
+	for (int i = 0; i < RACE_OBJS; i++)
+		pa_free(race_objs[t][i]); /* into the heap, or the default heap after */
+	return NULL;
+}
+
+static void delete_while_other_threads_free_its_objects(void **state)
+{
+	(void)state;
+	pa_thread_cache_flush();
+	struct pa_malloc_stats m0, m1;
+	assert_int_equal(pa_malloc_stats(&m0), 0);
+	pa_heap_t *h = pa_heap_new();
+	for (int t = 0; t < RACERS; t++)
+		for (int i = 0; i < RACE_OBJS; i++)
+			assert_non_null(race_objs[t][i] =
+			                    pa_heap_malloc(h, (size_t)(16 + (i * 13 + t) % 700)));
+	pthread_barrier_init(&race_start, NULL, RACERS + 1);
+	pthread_t th[RACERS];
+	for (int t = 0; t < RACERS; t++)
+		assert_int_equal(
+		    pthread_create(&th[t], NULL, free_mine_during_delete, (void *)(intptr_t)t), 0);
+	pthread_barrier_wait(&race_start);
+	pa_heap_delete(h);
+	for (int t = 0; t < RACERS; t++)
+		pthread_join(th[t], NULL);
+	pthread_barrier_destroy(&race_start);
+	/* Every object freed, in the heap or after it went: the default heap
+	 * holds none of them. */
+	pa_thread_cache_flush();
+	assert_int_equal(pa_malloc_stats(&m1), 0);
+	TU_EQ(m1.live_objects, m0.live_objects);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    TU_TEST(threads_free_objects_of_another_threads_heap),
 	    TU_TEST(destroy_with_live_objects_in_other_threads),
+	    TU_TEST(delete_while_other_threads_free_its_objects),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
