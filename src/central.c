@@ -352,7 +352,7 @@ static void give_locked(struct pa_central *c, void *head, unsigned n, struct pa_
 			s = pagemap_lookup((uintptr_t)o);
 			span_bytes = s->npages * PA_PAGE_SIZE;
 			if (!s->dirty) {
-				s->dirty = 1;
+				__atomic_store_n(&s->dirty, 1, __ATOMIC_RELAXED);
 				c->dirty++;
 			}
 			s->gave_epoch = (uint16_t)(now >> PA_SPAN_AGE_SHIFT);
@@ -396,6 +396,30 @@ void central_give_or_stash(unsigned cls, void *head, unsigned n, struct pa_span_
 		stash_push(central_stash[cls], &c->nstash, head);
 	else
 		give_locked(c, head, n, sp);
+	lock_release(&c->lock);
+}
+
+void central_adopt(struct pa_span *s, struct pa_span_spares *sp)
+{
+	unsigned cls = s->cls;
+	struct pa_central *c = &central[cls];
+	lock_acquire(&c->lock);
+	s->next = NULL;
+	s->prevnext = NULL;
+	__atomic_store_n(&s->relmap, 0, __ATOMIC_RELAXED); /* heap_id: heap_of reads it */
+	s->gave_epoch = 0;
+	/* A free of one of its objects in another thread now goes to a
+	 * thread cache, and from there to this list: after the lock. */
+	__atomic_store_n(&s->dirty, 0, __ATOMIC_RELAXED);
+	c->spans++;
+	if (s->nfree == span_objects(s)) {
+		retire_locked(c, s, sp);
+	} else {
+		c->out += span_objects(s) - s->nfree;
+		if (s->nfree != 0)
+			list_push(c, s);
+		span_fbump_update(s); /* the fast path's from here on */
+	}
 	lock_release(&c->lock);
 }
 

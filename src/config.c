@@ -68,6 +68,7 @@ static const struct conf_key conf_keys[] = {
     KEY(scavenge_percent, CONF_UINT, 1, 100, NULL, "a whole percentage from 1 to 100"),
     KEY(release, CONF_ENUM, 0, 0, release_modes, "dontneed or free"),
     KEY(memory_limit, CONF_SIZE, 0, 0, NULL, "a size such as 2G, or 0 for none"),
+    KEY(memory_limit_hard, CONF_SIZE, 0, 0, NULL, "a size such as 2G, or 0 for none"),
     KEY(scavenge_delay_ms, CONF_UINT, 0, 3600000, NULL, "milliseconds from 0 to 3600000"),
     KEY(thread_cache, CONF_ENUM, 0, 0, on_off, "on or off"),
     KEY(scavenge_burst_percent, CONF_UINT, 1, 100, NULL, "a whole percentage from 1 to 100"),

@@ -23,6 +23,7 @@ struct pa_config {
 	size_t scavenge_percent;            /* its CPU share, 1..100 (% of one core) */
 	size_t release;                     /* 0 MADV_DONTNEED, 1 MADV_FREE */
 	size_t memory_limit;                /* bytes, 0: none */
+	size_t memory_limit_hard;           /* bytes the page heap may map, 0: none */
 	size_t scavenge_delay_ms;           /* free this long before background release */
 	size_t thread_cache;                /* 1: per-thread object caches; 0: every malloc/free
 	                                     * goes to the central lists (read by each thread's

@@ -13,6 +13,9 @@
  *                                                └─ full, or class 0 (large): free_slow
  *                                                   (central batch; large slots or the heap)
  *
+ * An object of a heap of its own (heap.h: pa_heap_malloc) fails the fast
+ * path's bump check on purpose: the slow path hands it to its heap.
+ *
  * Checks on every pa_free, before the object joins a list: the page map
  * knows the address (else: foreign pointer), the address starts an object of
  * its span (else: interior pointer), the span's alloc bit is set and the
@@ -26,7 +29,9 @@
 #include <string.h>
 
 #include "central.h"
+#include "config.h"
 #include "guard.h"
+#include "heap.h"
 #include "large.h"
 #include "lock.h"
 #include "os.h"
@@ -48,6 +53,7 @@ static void fork_prepare(void)
 	prof_fork(PA_FORK_PREPARE);
 	guard_fork(PA_FORK_PREPARE);
 	sweep_fork(PA_FORK_PREPARE);
+	heap_fork(PA_FORK_PREPARE);
 	central_lock_all();
 	large_fork(PA_FORK_PREPARE);
 	tcache_fork_prepare();
@@ -60,6 +66,7 @@ static void fork_parent(void)
 	tcache_fork_parent();
 	large_fork(PA_FORK_PARENT);
 	central_unlock_all();
+	heap_fork(PA_FORK_PARENT);
 	sweep_fork(PA_FORK_PARENT);
 	guard_fork(PA_FORK_PARENT);
 	prof_fork(PA_FORK_PARENT);
@@ -78,6 +85,7 @@ static void fork_child(void)
 	tcache_fork_child();
 	central_reset_locks();
 	large_fork(PA_FORK_CHILD);
+	heap_fork(PA_FORK_CHILD);
 	sweep_fork(PA_FORK_CHILD);
 	guard_fork(PA_FORK_CHILD);
 	prof_fork(PA_FORK_CHILD);
@@ -130,6 +138,19 @@ static void background_work(void)
 	pages_background();
 	if (tc != NULL)
 		tc->prof.busy--;
+}
+
+/* An allocation failed. Under memory_limit_hard (the heap may not grow past
+ * it) give back what this thread can, its cached objects and the per-CPU
+ * page caches, so the pages they held serve the retry: 1, else 0 (no hard
+ * limit: no retry). */
+static int __attribute__((noinline, cold)) hard_limit_reclaim(void)
+{
+	if (__atomic_load_n(&pa_conf.memory_limit_hard, __ATOMIC_RELAXED) == 0)
+		return 0;
+	pa_thread_cache_flush();
+	pa_cache_flush();
+	return 1;
 }
 
 /* ---- large objects (large.h) ---------------------------------------------- */
@@ -253,6 +274,8 @@ static void *__attribute__((noinline)) alloc_large_slow(size_t n, size_t align, 
 	if (large_size_ok(n, align) && malloc_ready() == 0) {
 		struct pa_tcache *tc = tcache_real();
 		p = large_alloc(n, align, zero, tcache_large(tc), tcache_spares(tc));
+		if (p == NULL && hard_limit_reclaim())
+			p = large_alloc(n, align, zero, tcache_large(tc), tcache_spares(tc));
 	}
 	errno = p != NULL ? saved : ENOMEM;
 	return p;
@@ -330,6 +353,8 @@ static void *__attribute__((noinline)) small_alloc_slow(unsigned cls, size_t n, 
 	}
 	background_work(); /* no allocator lock is held here */
 	void *p = tcache_alloc_slow(cls);
+	if (p == NULL && hard_limit_reclaim())
+		p = tcache_alloc_slow(cls);
 	if (p == NULL) {
 		errno = ENOMEM;
 		return NULL;
@@ -530,6 +555,31 @@ static inline void free_block(struct pa_span *s, void *p)
 	free_block_as(s, p, 0, NULL);
 }
 
+/* Checked block p of a heap's span s (span_heaps) into its heap, under the
+ * name of func: 1, or 0 when the heap was deleted meanwhile (p is the
+ * default heap's now). */
+static int __attribute__((noinline)) free_heaps(struct pa_span *s, void *p, const char *func)
+{
+	int saved = errno;
+	int done = heap_free(s, p, func, tcache_spares(tcache_real()));
+	errno = saved;
+	if (!done)
+		return 0;
+	if (vg_active())
+		VALGRIND_FREELIKE_BLOCK(p, 0);
+	background_work(); /* no allocator lock is held here */
+	return 1;
+}
+
+/* Checked block p of span s, past pa_free's fast path: into its heap when
+ * s is a heap's, else free_block. */
+static inline void free_checked(struct pa_span *s, void *p, const char *func)
+{
+	if (span_heaps(s) && free_heaps(s, p, func))
+		return;
+	free_block(s, p);
+}
+
 /* Small block o of class cls, for n bytes at an `align`-aligned address,
  * took the thread's count below zero: hand out instead what came due, a
  * guarded block (guard.h) or a sampled block with a page of its own
@@ -592,7 +642,7 @@ static void __attribute__((noinline)) free_other(void *p)
 		}
 		block_fault("free", p);
 	}
-	free_block(s, p);
+	free_checked(s, p, "free");
 }
 
 void pa_free(void *p)
@@ -636,7 +686,7 @@ static inline void free_sized_as(void *p, size_t size, const char *func)
 	}
 	if (size > span_usable_of(s, p))
 		span_report(func, p, PA_OBJ_BAD_SIZE);
-	free_block(s, p);
+	free_checked(s, p, func);
 }
 
 void pa_free_sized(void *p, size_t size)
@@ -663,7 +713,7 @@ void pa_free_aligned_sized(void *p, size_t alignment, size_t size)
 		span_report("free_aligned_sized", p, PA_OBJ_BAD_SIZE);
 	if (alignment != 0 && ((uintptr_t)p & (alignment - 1)) != 0)
 		span_report("free_aligned_sized", p, PA_OBJ_BAD_ALIGN);
-	free_block(s, p);
+	free_checked(s, p, "free_aligned_sized");
 }
 
 void *pa_calloc(size_t n, size_t size)
@@ -774,6 +824,8 @@ static int fits_in_place(const struct pa_span *s, size_t n)
 	return n <= span_size(s) && (n > span_size(s) / 2 || s->cls == 1);
 }
 
+static void *realloc_into(struct pa_heap *h, struct pa_span *s, void *p, size_t n);
+
 /* pa_realloc of p, which failed the page map's checks: a guarded block
  * (guard.h) moves to a new block, anything else is reported. */
 static void *__attribute__((noinline, cold)) realloc_guarded(void *p, size_t n)
@@ -800,6 +852,8 @@ void *pa_realloc(void *p, size_t n)
 	struct pa_span *s;
 	if (block_check(p, &s) >= 0)
 		return realloc_guarded(p, n);
+	if (span_heaps(s))
+		return realloc_into(heap_of(s), s, p, n);
 	if (vg_active())
 		goto move; /* memcheck knows the block by its requested size */
 	if (s->cls != 0 && fits_in_place(s, n))
@@ -894,4 +948,155 @@ void pa_prof_stats(struct pa_prof_stats *st)
 	st->alloc_bytes = t.alloc_bytes > 0 ? (size_t)(t.alloc_bytes + 0.5) : 0;
 	st->files_written = t.files_written;
 	st->write_errors = t.write_errors;
+}
+
+/* ---- heaps of the program's own (heap.h) ------------------------------------- */
+
+pa_heap_t *pa_heap_new(void)
+{
+	if (malloc_ready() != 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return heap_new();
+}
+
+/* A block of n bytes of heap h at an `align`-aligned address (a power of
+ * two, at least 16), reading as zero with zero: a class whose size is a
+ * multiple of align, else whole pages. NULL with errno = ENOMEM. */
+static void *heap_block(struct pa_heap *h, size_t n, size_t align, int zero)
+{
+	int saved = errno; /* a success leaves errno alone, whatever the OS said */
+	struct pa_span_spares *sp = tcache_spares(tcache_real());
+	unsigned cls = PA_SC_NUM_CLASSES;
+	if (n <= PA_SC_MAX_SMALL && align <= PA_PAGE_SIZE) {
+		cls = pa_size_to_class(n < align ? align : n);
+		/* Every class is a multiple of 16 (the division is ~30% of a
+		 * heap's malloc when it runs for every one). */
+		while (align > 16 && cls < PA_SC_NUM_CLASSES &&
+		       pa_sizeclasses[cls].size % align != 0)
+			cls++;
+	}
+	void *p = NULL;
+	if (cls < PA_SC_NUM_CLASSES) {
+		p = heap_alloc_small(h, cls, sp);
+		if (p == NULL && errno == ENOMEM && hard_limit_reclaim())
+			p = heap_alloc_small(h, cls, sp);
+		if (p != NULL) {
+			vg_block_live(p, n, zero);
+			if (zero)
+				memset(p, 0, n);
+		}
+	} else if (large_size_ok(n, align)) {
+		size_t a = align < PA_PAGE_SIZE ? PA_PAGE_SIZE : align;
+		p = heap_alloc_large(h, n, a, zero, sp);
+		if (p == NULL && errno == ENOMEM && hard_limit_reclaim())
+			p = heap_alloc_large(h, n, a, zero, sp);
+		/* No allocator lock is held here. (Small blocks leave it to the
+		 * destroy, whose free pages are the scavenger's work.) */
+		background_work();
+	}
+	errno = p != NULL ? saved : ENOMEM;
+	return p;
+}
+
+void *pa_heap_malloc(pa_heap_t *h, size_t n)
+{
+	return heap_block(heap_check(h, "pa_heap_malloc"), n, 16, 0);
+}
+
+void *pa_heap_calloc(pa_heap_t *h, size_t n, size_t size)
+{
+	struct pa_heap *hp = heap_check(h, "pa_heap_calloc");
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return heap_block(hp, total, 16, 1);
+}
+
+/* pa_memalign's rules: at most 16 is malloc's, others round up to a power
+ * of two, more than SIZE_MAX / 2 + 1 is EINVAL. */
+void *pa_heap_aligned_alloc(pa_heap_t *h, size_t alignment, size_t n)
+{
+	struct pa_heap *hp = heap_check(h, "pa_heap_aligned_alloc");
+	if (alignment > SIZE_MAX / 2 + 1) {
+		errno = EINVAL;
+		return NULL;
+	}
+	size_t a = 16;
+	while (a < alignment)
+		a <<= 1;
+	return heap_block(hp, n, a, 0);
+}
+
+/* Checked block p of span s as a block of n > 0 bytes of heap h: where it
+ * is when it is h's and fits, else moved into h (and p freed). */
+static void *realloc_into(struct pa_heap *h, struct pa_span *s, void *p, size_t n)
+{
+	if (span_heaps(s) && heap_of(s) == h && !vg_active() && heap_fits(s, n))
+		return p;
+	void *q = heap_block(h, n, 16, 0);
+	if (q == NULL)
+		return NULL;
+	size_t old = span_usable_of(s, p);
+	vg_copy(q, p, old < n ? old : n);
+	free_checked(s, p, "realloc");
+	return q;
+}
+
+void *pa_heap_realloc(pa_heap_t *h, void *p, size_t n)
+{
+	struct pa_heap *hp = heap_check(h, "pa_heap_realloc");
+	if (p == NULL)
+		return heap_block(hp, n, 16, 0);
+	if (n == 0) {
+		pa_free(p);
+		return NULL;
+	}
+	struct pa_span *s;
+	if (block_check(p, &s) >= 0) {
+		if (!guard_owns(p))
+			block_fault("pa_heap_realloc", p);
+		size_t old = guard_size("pa_heap_realloc", p);
+		void *q = heap_block(hp, n, 16, 0);
+		if (q != NULL) {
+			memcpy(q, p, old < n ? old : n);
+			guard_free("pa_heap_realloc", p);
+		}
+		return q;
+	}
+	return realloc_into(hp, s, p, n);
+}
+
+void pa_heap_destroy(pa_heap_t *h)
+{
+	if (h == NULL)
+		return;
+	heap_destroy(heap_check(h, "pa_heap_destroy"));
+	background_work(); /* no allocator lock is held here */
+}
+
+void pa_heap_delete(pa_heap_t *h)
+{
+	if (h == NULL)
+		return;
+	heap_delete(heap_check(h, "pa_heap_delete"), tcache_spares(tcache_real()));
+}
+
+int pa_heap_stats(pa_heap_t *h, struct pa_heap_stats *st)
+{
+	struct pa_heap *hp = heap_check(h, "pa_heap_stats");
+	if (st == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	heap_stats(hp, st);
+	return 0;
+}
+
+void pa_heap_set_limit(pa_heap_t *h, size_t bytes)
+{
+	heap_set_limit(heap_check(h, "pa_heap_set_limit"), bytes);
 }

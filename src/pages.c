@@ -54,6 +54,7 @@ static void scav_config_from_conf(struct pa_scav_config *c)
 	c->percent = (unsigned)__atomic_load_n(&pa_conf.scavenge_percent, __ATOMIC_RELAXED);
 	c->lazy = __atomic_load_n(&pa_conf.release, __ATOMIC_RELAXED) != 0;
 	c->memory_limit = __atomic_load_n(&pa_conf.memory_limit, __ATOMIC_RELAXED);
+	c->memory_limit_hard = __atomic_load_n(&pa_conf.memory_limit_hard, __ATOMIC_RELAXED);
 	c->delay_ms = (unsigned)__atomic_load_n(&pa_conf.scavenge_delay_ms, __ATOMIC_RELAXED);
 	c->burst_percent =
 	    (unsigned)__atomic_load_n(&pa_conf.scavenge_burst_percent, __ATOMIC_RELAXED);
@@ -351,6 +352,10 @@ int pa_stats(struct pa_stats *out)
 	out->scavenger_cpu_ns = __atomic_load_n(&default_scav.cpu_ns, __ATOMIC_RELAXED);
 	out->memory_limit = __atomic_load_n(&default_scav.conf.memory_limit, __ATOMIC_RELAXED);
 	out->limit_overruns = __atomic_load_n(&default_scav.limit_overruns, __ATOMIC_RELAXED);
+	lock_acquire(&default_heap.lock);
+	out->memory_limit_hard = default_heap.hard_limit_pages * PA_PAGE_SIZE;
+	out->hard_limit_refusals = default_heap.hard_limit_refusals;
+	lock_release(&default_heap.lock);
 	return 0;
 }
 

@@ -60,6 +60,7 @@ void scav_configure(struct pa_scavenger *s, const struct pa_scav_config *conf)
 	__atomic_store_n(&s->conf.burst_percent, burst, __ATOMIC_RELAXED);
 	lock_acquire(&s->heap->lock);
 	s->heap->limit_pages = PA_ALIGN_UP(conf->memory_limit, PA_PAGE_SIZE) / PA_PAGE_SIZE;
+	s->heap->hard_limit_pages = conf->memory_limit_hard / PA_PAGE_SIZE;
 	lock_release(&s->heap->lock);
 	/* Let a sleeping thread see the change now. */
 	scav_kick(s);

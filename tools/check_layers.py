@@ -43,6 +43,9 @@ LAYERS = [
     # The heap map: a walk over every chunk, span and large object, written
     # on request and at exit.
     ("heap map", ["heapmap"]),
+    # Heaps of the program's own: their spans and large objects, under a
+    # lock per heap (they hand spans to the central lists when deleted).
+    ("heaps", ["heap"]),
     # Per-thread object caches: they embed the large slots and the span
     # spares and hand them down; the per-thread figures they count and the
     # exited threads' table.
