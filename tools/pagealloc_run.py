@@ -47,6 +47,9 @@ with CMD's exit status (128+N if a signal N killed it).
 
 options (each also as --option=VALUE):
   --memory-limit SIZE        soft limit on resident heap memory (e.g. 512M, 2G)
+  --memory-limit-hard SIZE   hard limit on the heap's mapped memory: past it
+                             malloc gives back cached memory, then fails
+                             with ENOMEM
   --scavenge-percent N       the scavenger's CPU budget, %% of one core (1-100)
   --scavenge-delay-ms N      free memory is released after this many ms
   --release dontneed|free    madvise used to release memory to the OS
@@ -91,6 +94,7 @@ existing LD_PRELOAD stays, after libpagealloc.
 # is one (None: the command's own).
 VALUE_OPTIONS = {
     "--memory-limit": "memory_limit",
+    "--memory-limit-hard": "memory_limit_hard",
     "--scavenge-percent": "scavenge_percent",
     "--scavenge-delay-ms": "scavenge_delay_ms",
     "--release": "release",
