@@ -422,6 +422,13 @@ static void print_pages(struct out *o, const struct pa_stats *s, uint64_t lifeti
 		out_uint(o, s->limit_overruns);
 		out_str(o, " allocations found nothing left to release\n");
 	}
+	if (s->memory_limit_hard != 0) {
+		out_row(o, "memory_limit_hard");
+		out_mib(o, s->memory_limit_hard);
+		out_str(o, ", ");
+		out_uint(o, s->hard_limit_refusals);
+		out_str(o, " growths refused\n");
+	}
 }
 
 /* What RSS is made of, as far as the heap can tell. */

@@ -48,9 +48,9 @@ struct worker {
 static struct worker *workers;
 static size_t nthreads, nslots;
 static uint64_t nops, seed;
-static size_t done_pushing;      /* threads past their last push (__atomic) */
-static volatile size_t live;     /* bytes held, slots and in flight (__atomic) */
-static size_t peak_live;         /* the largest live seen by a malloc (__atomic) */
+static size_t done_pushing;  /* threads past their last push (__atomic) */
+static volatile size_t live; /* bytes held, slots and in flight (__atomic) */
+static size_t peak_live;     /* the largest live seen by a malloc (__atomic) */
 
 struct tally {
 	uint64_t frees, checksum;
@@ -74,7 +74,8 @@ static void drop(struct tally *tl, unsigned char *p)
 	uint64_t tag;
 	memcpy(&tag, p, sizeof(tag));
 	size_t size = (size_t)(tag & ((1u << SIZE_BITS) - 1));
-	if (size < MIN_BLOCK || size > MAX_BLOCK || p[size - 1] != (unsigned char)(tag >> SIZE_BITS ^ 0x5a))
+	if (size < MIN_BLOCK || size > MAX_BLOCK ||
+	    p[size - 1] != (unsigned char)(tag >> SIZE_BITS ^ 0x5a))
 		wl_die("block %llx corrupted", (unsigned long long)tag);
 	free(p);
 	__atomic_sub_fetch(&live, size, __ATOMIC_RELAXED);
@@ -122,8 +123,9 @@ static void *work(void *arg)
 		unsigned char *p = (unsigned char *)wl_xmalloc(size);
 		size_t now = __atomic_add_fetch(&live, size, __ATOMIC_RELAXED);
 		size_t peak = __atomic_load_n(&peak_live, __ATOMIC_RELAXED);
-		while (now > peak && !__atomic_compare_exchange_n(&peak_live, &peak, now, 1,
-		                                                  __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		while (now > peak &&
+		       !__atomic_compare_exchange_n(&peak_live, &peak, now, 1, __ATOMIC_RELAXED,
+		                                    __ATOMIC_RELAXED))
 			;
 		stamp(p, w->id, seq++, size);
 		slot[i] = p;
@@ -154,8 +156,7 @@ int main(int argc, char **argv)
 	nops = (uint64_t)params[1].value;
 	nslots = (size_t)params[2].value;
 	seed = (uint64_t)params[3].value;
-	if (nthreads < 2 || nthreads > MAX_THREADS || nslots < 1 ||
-	    nops + nslots >= (1ull << 31))
+	if (nthreads < 2 || nthreads > MAX_THREADS || nslots < 1 || nops + nslots >= (1ull << 31))
 		wl_die("need 2 <= threads <= %d, slots >= 1, ops + slots < 2^31", MAX_THREADS);
 
 	workers = (struct worker *)wl_xmalloc_lines(nthreads * sizeof(*workers));
