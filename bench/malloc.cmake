@@ -27,3 +27,21 @@ target_link_libraries(malloc-pairs-libc PRIVATE Threads::Threads)
 enable_language(CXX)
 add_executable(cxx-pairs ${PROJECT_SOURCE_DIR}/bench/cxx_pairs.cc)
 target_compile_options(cxx-pairs PRIVATE -fsized-deallocation) # clang before 19: off
+
+# heap-arenas on mimalloc's heaps and jemalloc's arenas (bench/heap_arenas.c;
+# heap-arenas itself, on pagealloc's heaps, comes from the bench/*.c glob),
+# where Debian's libmimalloc-dev and libjemalloc-dev are installed.
+find_path(PA_MIMALLOC_INCLUDE mimalloc.h)
+find_library(PA_MIMALLOC_LIB NAMES mimalloc)
+if(PA_MIMALLOC_INCLUDE AND PA_MIMALLOC_LIB)
+	add_executable(heap-arenas-mimalloc ${PROJECT_SOURCE_DIR}/bench/heap_arenas.c)
+	target_compile_definitions(heap-arenas-mimalloc PRIVATE ARENA_MIMALLOC)
+	target_link_libraries(heap-arenas-mimalloc PRIVATE ${PA_MIMALLOC_LIB})
+endif()
+find_path(PA_JEMALLOC_INCLUDE jemalloc/jemalloc.h)
+find_library(PA_JEMALLOC_LIB NAMES jemalloc)
+if(PA_JEMALLOC_INCLUDE AND PA_JEMALLOC_LIB)
+	add_executable(heap-arenas-jemalloc ${PROJECT_SOURCE_DIR}/bench/heap_arenas.c)
+	target_compile_definitions(heap-arenas-jemalloc PRIVATE ARENA_JEMALLOC)
+	target_link_libraries(heap-arenas-jemalloc PRIVATE ${PA_JEMALLOC_LIB})
+endif()

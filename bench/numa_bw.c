@@ -216,7 +216,8 @@ int main(int argc, char **argv)
 	printf("alloc=%s threads=%d mib=%zu block=%zu passes=%u shift=%u numa_heaps=%u\n",
 	       opt_libc ? "libc" : "pa", ncpus, opt_mib, opt_block, opt_passes, opt_shift,
 	       opt_libc ? 0 : pa_numa_nodes());
-	printf("node  threads  local pages  read GB/s  write GB/s  (sums over the node's threads)\n");
+	printf(
+	    "node  threads  local pages  read GB/s  write GB/s  (sums over the node's threads)\n");
 	for (int node = 0; node < 64; node++) {
 		size_t threads = 0, pages = 0, local = 0;
 		double rd = 0, wr = 0;
@@ -237,8 +238,10 @@ int main(int argc, char **argv)
 		for (unsigned i = 0; i < pa_numa_nodes(); i++) {
 			struct pa_numa_stats s;
 			if (pa_numa_stats(i, &s) == 0)
-				printf("heap %u: node %d, %u CPUs, %zu MiB mapped, %zu MiB released\n", i,
-				       s.bound_node, s.cpus, s.heap_mapped >> 20, s.heap_released >> 20);
+				printf(
+				    "heap %u: node %d, %u CPUs, %zu MiB mapped, %zu MiB released\n",
+				    i, s.bound_node, s.cpus, s.heap_mapped >> 20,
+				    s.heap_released >> 20);
 		}
 	}
 	return 0;

@@ -29,7 +29,10 @@
  *                     view, which includes the program, libc and metadata
  * and the article's Go figures (heapUsage / maxFragmentation) beside them.
  *
- * Usage: seed000-frag (no arguments; tools/bench-malloc.sh runs it).
+ * Usage: seed000-frag (no arguments; tools/bench-malloc.sh runs it), or
+ * seed000-frag --hold: example 3 stops after (3), every 512th kept, and
+ * waits for a line on standard input, so that `pagealloc map PID -o
+ * FILE.png` can draw the heap (the picture in README.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,7 +141,7 @@ static void free_all(void **v, size_t n)
 	pa_free(v);
 }
 
-static void example3(void)
+static void example3(int hold)
 {
 	size_t kept;
 
@@ -150,6 +153,14 @@ static void example3(void)
 
 	void **bad = keep_every(slice, NSMALL, 512, &kept);
 	print_point("(3) every 512th kept", measure(), 16.41, 16.19);
+	if (hold) {
+		char line[16];
+		printf("holding: pagealloc map %d -o FILE.png draws this heap; Enter goes on\n",
+		       (int)getpid());
+		fflush(stdout);
+		if (fgets(line, sizeof(line), stdin) == NULL)
+			return;
+	}
 
 	void **fresh = allocate(NLARGER, 32);
 	print_point("(4) + 2^19 x 32 B allocated", measure(), 36.39, 16.17);
@@ -210,10 +221,13 @@ static void example4(void)
 	free_all(copy, kept);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	int hold = argc > 1 && strcmp(argv[1], "--hold") == 0;
 	printf("seed 000 (Go memory fragmentation) on pa_malloc; Go figures are the article's\n");
-	example3();
+	example3(hold);
+	if (hold)
+		return 0;
 	step_table();
 	example4();
 	return 0;

@@ -75,15 +75,17 @@ struct pa_stats {
 	uint64_t cache_refills; /* groups of 64 pages taken from the heap */
 	uint64_t cache_drains;  /* batches of queued frees given back */
 	/* The scavenger: giving free pages back to the OS. */
-	int scavenger_running;     /* the background thread is alive (malloc starts it once
-	                            * pages first go back to the heap or the heap grows a
-	                            * second time; pa_pages_alloc and pa_pages_free at once) */
-	uint64_t released_total;   /* bytes released over the process's life */
-	uint64_t release_calls;    /* madvise calls that did it */
-	uint64_t scavenger_cpu_ns; /* CPU time the background thread used */
-	size_t memory_limit;       /* 0: none */
-	uint64_t limit_overruns;   /* allocations that left resident memory over the
-	                            * limit with nothing free left to release */
+	int scavenger_running;        /* the background thread is alive (malloc starts it once
+	                               * pages first go back to the heap or the heap grows a
+	                               * second time; pa_pages_alloc and pa_pages_free at once) */
+	uint64_t released_total;      /* bytes released over the process's life */
+	uint64_t release_calls;       /* madvise calls that did it */
+	uint64_t scavenger_cpu_ns;    /* CPU time the background thread used */
+	size_t memory_limit;          /* 0: none */
+	uint64_t limit_overruns;      /* allocations that left resident memory over the
+	                               * limit with nothing free left to release */
+	size_t memory_limit_hard;     /* heap_mapped's bound, 0: none */
+	uint64_t hard_limit_refusals; /* growths it refused */
 };
 
 /* Fill *out with the default heap's counters. Returns 0, or -1 (EINVAL) for NULL. */
@@ -150,6 +152,11 @@ PA_API size_t pa_scavenge(size_t bytes);
  *                     drops at once; free: the kernel reclaims lazily)
  *   memory_limit=SIZE soft limit on resident heap memory (default 0: none);
  *                     allocations past it release free memory synchronously
+ *   memory_limit_hard=SIZE  hard limit on heap memory mapped (heap_mapped;
+ *                     default 0: none): the heap never grows past it (it
+ *                     grows 4 MiB at a time); an allocation that needs more
+ *                     first gives back the calling thread's cached objects
+ *                     and the per-CPU page caches, then fails with ENOMEM
  *   scavenge_burst_percent=N  the budget while free resident memory exceeds
  *                     an eighth of the pages in use plus 4 MiB (a heap that
  *                     shrank), when huge pages of sparse chunks may be split
@@ -173,6 +180,9 @@ PA_API size_t pa_scavenge(size_t bytes);
  *                     /dev/shm/pagealloc-UID/PID; mode 0600), kept current
  *                     by the scavenger thread, which creates it when it
  *                     starts (default on; scavenger=off means no file)
+ *   map_prefix=PATH   write the heap map PATH.PID.map at exit (every page of
+ *                     the heap and what it holds, for `pagealloc map`'s
+ *                     drawing; default: none)
  *   prof=on|off       sample allocations for heap profiles (default on; see
  *                     pa_prof_dump; off under valgrind and without thread
  *                     caches)
@@ -305,6 +315,86 @@ PA_API int pa_malloc_stats(struct pa_malloc_stats *out);
  * of pa_malloc_stats and pa_stats, peak and current resident memory and what
  * /proc/self/smaps_rollup says. Allocates nothing. */
 PA_API void pa_malloc_stats_print(int fd);
+
+/*
+ * What the calling thread allocated and freed since it started (jemalloc's
+ * thread.allocated and thread.deallocated). Bytes are usable sizes (the
+ * size class; a large block's pages), for frees as for allocations, so
+ * allocated - freed is what the thread's blocks hold now (negative for a
+ * thread that frees what others allocate). Counted without a fast-path
+ * instruction of their own (docs/design.md). The heap's story ranks the
+ * threads, exited ones included, by bytes allocated.
+ */
+struct pa_thread_stats {
+	uint64_t allocated; /* bytes of the blocks it allocated */
+	uint64_t freed;     /* bytes of the blocks it freed, whoever allocated them */
+	uint64_t requested; /* bytes its allocations asked for */
+	uint64_t mallocs;   /* blocks it allocated (a realloc that moves: one) */
+	uint64_t frees;     /* blocks it freed (a realloc that moves: one) */
+};
+
+/* Fill *out with the calling thread's figures (all 0 for a thread that has
+ * no thread cache: thread_cache=off, valgrind). 0, or -1 (EINVAL) for NULL. */
+PA_API int pa_thread_stats(struct pa_thread_stats *out);
+
+/* ---- heaps of the program's own --------------------------------------------
+ *
+ * A heap (mimalloc's mi_heap_t, jemalloc's arenas) holds objects apart from
+ * the default heap: counted on their own, under a limit of their own, and
+ * freed all at once by pa_heap_destroy in time proportional to the heap's
+ * spans and large objects, not its objects. Any thread may allocate from
+ * any heap, and pa_free (pa_realloc, pa_malloc_usable_size, free_sized)
+ * takes an object of any heap, from any thread. Allocation failure is NULL
+ * with errno = ENOMEM, as for pa_malloc; a handle that is not a live heap
+ * (destroyed or deleted already) prints one line naming it and aborts.
+ * Heap objects are neither sampled for heap profiles nor guarded. At most
+ * 4096 heaps exist at once.
+ */
+typedef struct pa_heap pa_heap_t;
+
+struct pa_heap_stats {
+	size_t live_bytes;       /* bytes of live objects (class size; large: pages) */
+	size_t live_objects;     /* objects allocated and not freed */
+	size_t page_bytes;       /* pages the heap holds (its spans and large
+	                          * objects), in bytes: what the limit counts */
+	size_t spans;            /* small-object spans */
+	size_t large_objects;    /* live objects larger than PA_MALLOC_MAX_SMALL */
+	uint64_t allocs;         /* objects allocated over the heap's life */
+	uint64_t frees;          /* objects freed one by one */
+	size_t limit;            /* pa_heap_set_limit's bytes, 0: none */
+	uint64_t limit_failures; /* allocations the limit refused */
+};
+
+/* A new, empty heap, or NULL with errno = ENOMEM. */
+PA_API pa_heap_t *pa_heap_new(void);
+/* pa_malloc, pa_calloc and pa_aligned_alloc (the same alignment rules) in
+ * heap h. */
+PA_API void *pa_heap_malloc(pa_heap_t *h, size_t size);
+PA_API void *pa_heap_calloc(pa_heap_t *h, size_t n, size_t size);
+PA_API void *pa_heap_aligned_alloc(pa_heap_t *h, size_t alignment, size_t size);
+/* pa_realloc into heap h: p (of any heap, or NULL) stays where it is when it
+ * is h's and the new size fits, else its contents move to a new block of h
+ * and p is freed. pa_realloc of a heap's object keeps it in its heap. */
+PA_API void *pa_heap_realloc(pa_heap_t *h, void *p, size_t size);
+/* Free every object of h at once and h with them; their pages go back to
+ * the page heap (the scavenger returns them to the OS). A later pa_free of
+ * one of them is a foreign pointer (one line, abort). NULL is ignored. */
+PA_API void pa_heap_destroy(pa_heap_t *h);
+/* h goes; its live objects stay valid and belong to the default heap from
+ * now on (mimalloc's mi_heap_delete). NULL is ignored. */
+PA_API void pa_heap_delete(pa_heap_t *h);
+/* h's counts into *st. 0, or -1 (EINVAL) for st NULL. */
+PA_API int pa_heap_stats(pa_heap_t *h, struct pa_heap_stats *st);
+/* A hard limit on the pages h holds (page_bytes): an allocation that would
+ * pass it returns NULL with errno = ENOMEM and changes nothing else. 0:
+ * none (the default). Lowering it below what h holds frees nothing. */
+PA_API void pa_heap_set_limit(pa_heap_t *h, size_t bytes);
+/* Pin h to a NUMA node: its new spans and large objects take their pages
+ * from node's page heap (node < pa_numa_nodes(): numa=on on a machine with
+ * several nodes, or numa_fake), whatever CPU allocates; -1 (the default):
+ * from the allocating CPU's node. Pages h already holds stay where they
+ * are. 0, or -1 with errno = EINVAL for a node that does not exist. */
+PA_API int pa_heap_set_numa_node(pa_heap_t *h, int node);
 
 /* ---- heap profiles ---------------------------------------------------------
  *

@@ -1,5 +1,16 @@
 /*
  * central.c — per-class central lists of spans (central.h).
+ *
+ * Write after free: both walks of objects here check the free-key (span.h)
+ * of each, where they touch its first word anyway: give_locked, for a batch
+ * going back to its spans, and take_from, for objects a refill takes from
+ * a span that handed them out before (below bump, on pages not released).
+ * A key found overwritten is reported as "malloc(PTR): write after free".
+ * take_from writes the key into every object it takes (the one handed out
+ * has it cleared by the caller), so objects on a thread's list hold it too.
+ * Objects reused straight from a thread's list or a stashed batch are not
+ * checked: pa_malloc's fast path does not read the key (docs/design.md).
+ * Under valgrind nothing is checked: memcheck sees such writes itself.
  */
 #include <errno.h>
 
@@ -11,6 +22,13 @@
 #include "span.h"
 #include "stash.h"
 #include "vg.h"
+
+/* Free object o was found written over its free-key; lock held. */
+static _Noreturn void __attribute__((noinline, cold)) written(struct pa_central *c, void *o)
+{
+	lock_release(&c->lock);
+	span_report("malloc", o, PA_OBJ_WRITTEN);
+}
 
 struct pa_central central[PA_SC_NUM_CLASSES];
 void *central_stash[PA_SC_NUM_CLASSES][CENTRAL_STASH_MAX];
@@ -108,8 +126,25 @@ static struct pa_span *grow_locked(struct pa_central *c, unsigned cls, struct pa
 	return s;
 }
 
+/* The free objects of s (alloc bit 0, below bump) that start on 4 KiB
+ * page j, which was released and reads as zero: their free-keys back
+ * (span.h); lock held. */
+static void rekey_page(struct pa_span *s, unsigned j)
+{
+	const uintptr_t size = span_size(s), base = span_base(s);
+	unsigned i = (unsigned)(((uintptr_t)j * PA_SPAN_RELPAGE + size - 1) / size);
+	unsigned end = (unsigned)(((uintptr_t)(j + 1u) * PA_SPAN_RELPAGE + size - 1) / size);
+	end = end < s->bump ? end : s->bump;
+	for (; i < end; i++)
+		if (!(s->alloc[i / 64u] >> (i % 64u) & 1)) {
+			void **o = (void **)(base + i * size);
+			o[1] = (void *)span_free_key(o);
+		}
+}
+
 /* Object i of s is handed out again: its 4 KiB pages are no longer released
- * (the first touch faults them back in as zero pages); lock held. */
+ * (the first touch faults them back in as zero pages), and the other free
+ * objects on them get their free-keys back; lock held. */
 static void unrelease(struct pa_central *c, struct pa_span *s, unsigned i)
 {
 	const uintptr_t size = span_size(s), off = (uintptr_t)i * size;
@@ -118,6 +153,8 @@ static void unrelease(struct pa_central *c, struct pa_span *s, unsigned i)
 	uint32_t m = (uint32_t)bits_mask(first, last - first + 1u) & s->relmap;
 	s->relmap &= ~m; /* take_from then updates fbump */
 	c->rel_pages -= bits_popcount(m);
+	for (uint32_t t = m; t != 0; t &= t - 1)
+		rekey_page(s, bits_ctz(t));
 }
 
 /*
@@ -129,8 +166,11 @@ static void unrelease(struct pa_central *c, struct pa_span *s, unsigned i)
  */
 static unsigned take_from(struct pa_central *c, struct pa_span *s, unsigned want, void ***tail)
 {
-	const uintptr_t base = span_base(s), size = span_size(s);
+	const uintptr_t base = span_base(s), size = span_size(s), secret = span_key_secret;
 	const int vg = vg_active();
+	/* Objects below it were handed out before and hold their free-key,
+	 * unless their page was released (relmap) */
+	const unsigned keyed = vg ? 0 : s->bump;
 	void **link = *tail;
 	unsigned got = 0, w = s->scan / 64u, last = 0;
 	uint64_t x = ~s->alloc[w] & (~(uint64_t)0 << (s->scan % 64u));
@@ -140,10 +180,17 @@ static unsigned take_from(struct pa_central *c, struct pa_span *s, unsigned want
 		const uint64_t x0 = x;
 		const uintptr_t wbase = base + (uintptr_t)w * 64u * size;
 		do {
-			void **o = (void **)(wbase + (uintptr_t)bits_ctz(x) * size);
+			const unsigned bit = bits_ctz(x);
+			void **o = (void **)(wbase + (uintptr_t)bit * size);
 			x &= x - 1;
 			if (__builtin_expect(vg, 0))
 				vg_links_open(o);
+			else if (w * 64u + bit < keyed &&
+			         __builtin_expect(o[1] != (void *)(secret ^ (uintptr_t)o), 0) &&
+			         !(s->relmap >> ((uintptr_t)o - base) / PA_SPAN_RELPAGE & 1))
+				written(c, o);
+			else
+				o[1] = (void *)(secret ^ (uintptr_t)o); /* span_free_key */
 			*link = o;
 			link = &o[0];
 		} while (++got < want && x != 0);
@@ -305,7 +352,7 @@ static void give_locked(struct pa_central *c, void *head, unsigned n, struct pa_
 			s = pagemap_lookup((uintptr_t)o);
 			span_bytes = s->npages * PA_PAGE_SIZE;
 			if (!s->dirty) {
-				s->dirty = 1;
+				__atomic_store_n(&s->dirty, 1, __ATOMIC_RELAXED);
 				c->dirty++;
 			}
 			s->gave_epoch = (uint16_t)(now >> PA_SPAN_AGE_SHIFT);
@@ -317,6 +364,8 @@ static void give_locked(struct pa_central *c, void *head, unsigned n, struct pa_
 			lock_release(&c->lock);
 			span_report("free", o, PA_OBJ_DOUBLE_FREE);
 		}
+		if (__builtin_expect(o[1] != (void *)span_free_key(o), 0) && !vg_active())
+			written(c, o);
 		/* pa_free reads the bits without the lock */
 		__atomic_store_n(&s->alloc[i / 64u], word & ~bit, __ATOMIC_RELAXED);
 		if (i < s->scan)
@@ -347,6 +396,30 @@ void central_give_or_stash(unsigned cls, void *head, unsigned n, struct pa_span_
 		stash_push(central_stash[cls], &c->nstash, head);
 	else
 		give_locked(c, head, n, sp);
+	lock_release(&c->lock);
+}
+
+void central_adopt(struct pa_span *s, struct pa_span_spares *sp)
+{
+	unsigned cls = s->cls;
+	struct pa_central *c = &central[cls];
+	lock_acquire(&c->lock);
+	s->next = NULL;
+	s->prevnext = NULL;
+	__atomic_store_n(&s->relmap, 0, __ATOMIC_RELAXED); /* heap_id: heap_of reads it */
+	s->gave_epoch = 0;
+	/* A free of one of its objects in another thread now goes to a
+	 * thread cache, and from there to this list: after the lock. */
+	__atomic_store_n(&s->dirty, 0, __ATOMIC_RELAXED);
+	c->spans++;
+	if (s->nfree == span_objects(s)) {
+		retire_locked(c, s, sp);
+	} else {
+		c->out += span_objects(s) - s->nfree;
+		if (s->nfree != 0)
+			list_push(c, s);
+		span_fbump_update(s); /* the fast path's from here on */
+	}
 	lock_release(&c->lock);
 }
 

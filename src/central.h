@@ -125,6 +125,11 @@ void central_give(unsigned cls, void *head, unsigned n, struct pa_span_spares *s
  * while it has room. */
 void central_give_or_stash(unsigned cls, void *head, unsigned n, struct pa_span_spares *sp);
 
+/* Small span s, which a heap owned (heap.h) and whose live objects it
+ * leaves to the default heap, joins its class's central list (with no live
+ * object: back to the page heap, its record to sp). */
+void central_adopt(struct pa_span *s, struct pa_span_spares *sp);
+
 /* Objects of class cls in its stash (racy: for the stats). */
 size_t central_stashed(unsigned cls);
 

@@ -55,7 +55,7 @@ struct conf_key {
 static const char *const cache_modes[] = {"off", "locked", "on", NULL};
 static const char *const on_off[] = {"off", "on", NULL};
 static const char *const release_modes[] = {"dontneed", "free", NULL};
-/* Indexed by enum pa_numa_mode (numa.h). */
+/* Indexed by enum pa_numa_mode (layout.h). */
 static const char *const numa_modes[] = {"off", "on", "interleave", NULL};
 /* Indexed as prof.c's prof_signals. */
 static const char *const prof_signal_names[] = {"off", "SIGUSR1", "SIGUSR2", "SIGHUP", NULL};
@@ -71,6 +71,7 @@ static const struct conf_key conf_keys[] = {
     KEY(scavenge_percent, CONF_UINT, 1, 100, NULL, "a whole percentage from 1 to 100"),
     KEY(release, CONF_ENUM, 0, 0, release_modes, "dontneed or free"),
     KEY(memory_limit, CONF_SIZE, 0, 0, NULL, "a size such as 2G, or 0 for none"),
+    KEY(memory_limit_hard, CONF_SIZE, 0, 0, NULL, "a size such as 2G, or 0 for none"),
     KEY(scavenge_delay_ms, CONF_UINT, 0, 3600000, NULL, "milliseconds from 0 to 3600000"),
     KEY(thread_cache, CONF_ENUM, 0, 0, on_off, "on or off"),
     KEY(scavenge_burst_percent, CONF_UINT, 1, 100, NULL, "a whole percentage from 1 to 100"),
@@ -87,6 +88,7 @@ static const struct conf_key conf_keys[] = {
     KEY(guard_max, CONF_SIZE, 1, 0, NULL, "a size of at least 1 such as 64K"),
     KEY(guard_underflow, CONF_ENUM, 0, 0, on_off, "on or off"),
     KEY(live, CONF_ENUM, 0, 0, on_off, "on or off"),
+    KEY(map_prefix, CONF_PATH, 0, 0, NULL, "a file name shorter than 256 bytes"),
     KEY(numa, CONF_ENUM, 0, 0, numa_modes, "off, on or interleave"),
     KEY(numa_fake, CONF_UINT, 0, PA_NUMA_MAX_NODES, NULL,
         "a number of pretend nodes from 0 (none) to 8"),

@@ -23,6 +23,7 @@ struct pa_config {
 	size_t scavenge_percent;            /* its CPU share, 1..100 (% of one core) */
 	size_t release;                     /* 0 MADV_DONTNEED, 1 MADV_FREE */
 	size_t memory_limit;                /* bytes, 0: none */
+	size_t memory_limit_hard;           /* bytes the page heap may map, 0: none */
 	size_t scavenge_delay_ms;           /* free this long before background release */
 	size_t thread_cache;                /* 1: per-thread object caches; 0: every malloc/free
 	                                     * goes to the central lists (read by each thread's
@@ -50,6 +51,8 @@ struct pa_config {
 	size_t numa_fake;                   /* 0, or pretend nodes (numa.h): tests */
 	size_t live;                        /* 1: publish the heap's figures in a live file
 	                                     * that `pagealloc stat` reads (live.h) */
+	char map_prefix[PA_CONF_PATH_MAX];  /* the heap map at exit, PREFIX.PID.map
+	                                     * (heapmap.h); "": none */
 };
 
 /* Called after pa_config_set / pa_config changed a key (set by pages.c so a

@@ -193,11 +193,25 @@ void *large_alloc(size_t n, size_t align, int zero, struct pa_large_slots *ls,
 			((void **)span_base(s))[1] = NULL; /* its free-key */
 		return (void *)span_base(s);
 	}
-	s = span_new(0, sp);
+	s = large_span_new(n, align, zero, sp, -1);
+	if (s == NULL)
+		return NULL;
+	large_count(ls, 1, (int64_t)s->npages);
+	return (void *)span_base(s);
+}
+
+struct pa_span *large_span_new(size_t n, size_t align, int zero, struct pa_span_spares *sp,
+                               int node)
+{
+	size_t npages = large_pages_of(n);
+	size_t extra = align > PA_PAGE_SIZE ? (align >> PA_PAGE_SHIFT) - 1 : 0;
+	if (npages == 0)
+		npages = 1;
+	struct pa_span *s = span_new(0, sp);
 	if (s == NULL)
 		return NULL;
 	size_t scav = 0, total = npages + extra;
-	uintptr_t raw = pages_alloc(total, &scav);
+	uintptr_t raw = pages_alloc_on(node, total, &scav);
 	if (raw == 0) {
 		span_delete(s, sp);
 		return NULL;
@@ -219,7 +233,6 @@ void *large_alloc(size_t n, size_t align, int zero, struct pa_large_slots *ls,
 		span_delete(s, sp);
 		return NULL;
 	}
-	large_count(ls, 1, (int64_t)npages);
 	/* Pages the kernel just zeroed need no memset: only when all of the
 	 * run was released (we do not know which pages were). */
 	int zeroed = scav == total && pages_release_zeroes();
@@ -231,23 +244,33 @@ void *large_alloc(size_t n, size_t align, int zero, struct pa_large_slots *ls,
 		s->vg_req = n;
 		if (zero)
 			memset((void *)base, 0, n);
-		return (void *)base;
+		return s;
 	}
 	if (zero && !zeroed)
 		memset((void *)base, 0, n);
 	else if (!zeroed)
 		((void **)base)[1] = NULL; /* a free-key left by an earlier block here */
-	return (void *)base;
+	return s;
 }
 
-void large_release(struct pa_span *s, struct pa_large_slots *ls, struct pa_span_spares *sp)
+void large_span_drop(struct pa_span *s, struct pa_span_spares *sp)
 {
 	size_t npages = s->npages;
 	uintptr_t base = span_base(s);
 	pagemap_set(base, 1, NULL);
 	span_delete(s, sp);
-	large_count(ls, -1, -(int64_t)npages);
 	pages_free(base, npages);
+}
+
+void large_release(struct pa_span *s, struct pa_large_slots *ls, struct pa_span_spares *sp)
+{
+	large_count(ls, -1, -(int64_t)s->npages);
+	large_span_drop(s, sp);
+}
+
+void large_adopt(struct pa_span *s)
+{
+	large_count(NULL, 1, (int64_t)s->npages);
 }
 
 int large_resize(struct pa_span *s, size_t n, struct pa_large_slots *ls)

@@ -177,6 +177,22 @@ static inline int large_slots_may_keep(const struct pa_span *s)
 void *large_alloc(size_t n, size_t align, int zero, struct pa_large_slots *ls,
                   struct pa_span_spares *sp);
 
+/* A new large span for a live block of n bytes (with zero, reading as
+ * zero) at an `align`-aligned address: new pages, mapped, its record from
+ * sp; counted nowhere (large_alloc counts its own; a heap's are the heap's,
+ * heap.h). Its pages come from node's page heap (-1: the calling CPU's;
+ * pages.h). NULL when out of memory. */
+struct pa_span *large_span_new(size_t n, size_t align, int zero, struct pa_span_spares *sp,
+                               int node);
+
+/* Unmap large span s, give its pages back to the page heap and its record
+ * to sp; counted nowhere (large_release counts). */
+void large_span_drop(struct pa_span *s, struct pa_span_spares *sp);
+
+/* Count large span s, made by large_span_new, as one of the default heap's
+ * live large objects (a deleted heap's, heap.h). */
+void large_adopt(struct pa_span *s);
+
 /* Keep freed (checked) large span s, which large_slots_may_keep, in ls (not
  * NULL) as its newest slot, making room by evicting its oldest slots to
  * the stash or, over the stash's bounds, to the page heap. */

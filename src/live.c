@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "heapmap.h"
 #include "msg.h"
 #include "os.h"
 #include "pagealloc.h"
@@ -124,7 +125,8 @@ static void sweep_one(const char *name, void *arg)
 	size_t i = 0;
 	for (; name[i] >= '0' && name[i] <= '9' && i < 10; i++)
 		pid = pid * 10 + (uint64_t)(name[i] - '0');
-	/* PID, or a profile written for `pagealloc profile` (PID.pb.gz...). */
+	/* PID, or a profile or map written for `pagealloc profile` or
+	 * `pagealloc map` (PID.pb.gz..., PID.map). */
 	if (i == 0 || (name[i] != '\0' && name[i] != '.') || pid == 0 || pid > INT32_MAX ||
 	    (int)pid == a->self)
 		return;
@@ -270,6 +272,19 @@ static void live_profile(struct pa_live_header *h, uint64_t req)
 	__atomic_store_n(&h->profile_served, req, __ATOMIC_RELEASE);
 }
 
+/* `pagealloc map PID`: the heap map into PATH.map beside this process's
+ * file, as the profile above; the walk takes the central and heap locks
+ * chunk by chunk (heapmap.h), none of which this thread holds here. */
+static void live_map(struct pa_live_header *h, uint64_t req)
+{
+	char path[LIVE_PATH_MAX];
+	uint64_t status = EINVAL;
+	if (path_join(path, live.path, ".map", NULL) == 0)
+		status = heapmap_write(path) == 0 ? 0 : (uint64_t)errno;
+	__atomic_store_n(&h->map_status, status, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->map_served, req, __ATOMIC_RELEASE);
+}
+
 /*
  * The scavenger's hook: at its first wake in this process make the file
  * (figures and story), then refresh both whenever a reader asked. From
@@ -308,6 +323,9 @@ static uint64_t live_publish(uint32_t **wake_word)
 	req = __atomic_load_n(&h->profile_request, __ATOMIC_ACQUIRE);
 	if (req != h->profile_served)
 		live_profile(h, req);
+	req = __atomic_load_n(&h->map_request, __ATOMIC_ACQUIRE);
+	if (req != h->map_served)
+		live_map(h, req);
 	return LIVE_PERIOD_NS;
 }
 

@@ -25,8 +25,8 @@
  *
  * Layout (version LIVE_VERSION; native byte order, which is the reader's):
  *
- *     [0, 128)               struct pa_live_header
- *     [128, LIVE_TEXT_OFF)   LIVE_MAX_FIGURES slots of struct pa_live_figure,
+ *     [0, 192)               struct pa_live_header
+ *     [192, LIVE_TEXT_OFF)   LIVE_MAX_FIGURES slots of struct pa_live_figure,
  *                            the first nfigures used: name, value (the file
  *                            names its figures; a reader needs no table)
  *     [LIVE_TEXT_OFF, end)   two text slots of LIVE_TEXT_SLOT bytes: the
@@ -55,11 +55,11 @@
 #include <stdint.h>
 
 #define LIVE_MAGIC "PALIVE\0\0" /* 8 bytes */
-#define LIVE_VERSION 1u
+#define LIVE_VERSION 2u
 #define LIVE_FILE_BYTES ((uint32_t)16 << 10)
 #define LIVE_PERIOD_NS 100000000u /* 100 ms: the longest a reader waits */
 #define LIVE_NAME_BYTES 24u
-#define LIVE_MAX_FIGURES 60u
+#define LIVE_MAX_FIGURES 58u
 
 struct pa_live_header {
 	char magic[8];         /* LIVE_MAGIC */
@@ -88,6 +88,12 @@ struct pa_live_header {
 	uint64_t profile_request;
 	uint64_t profile_served;
 	uint64_t profile_status;
+	/* `pagealloc map PID`: the same protocol for the heap map (heapmap.h),
+	 * written to the file's path with ".map" appended. */
+	uint64_t map_request;
+	uint64_t map_served;
+	uint64_t map_status;
+	uint64_t reserved[5]; /* zero: room for requests to come */
 };
 
 struct pa_live_figure {
@@ -100,7 +106,7 @@ struct pa_live_figure {
 	 LIVE_MAX_FIGURES * (uint32_t)sizeof(struct pa_live_figure))
 #define LIVE_TEXT_SLOT ((LIVE_FILE_BYTES - LIVE_TEXT_OFF) / 2u)
 
-_Static_assert(sizeof(struct pa_live_header) == 128, "the header is 128 bytes");
+_Static_assert(sizeof(struct pa_live_header) == 192, "the header is 192 bytes");
 _Static_assert(sizeof(struct pa_live_figure) == 32, "a figure is 32 bytes");
 _Static_assert(LIVE_TEXT_OFF == 2048, "figures end at 2 KiB");
 

@@ -13,6 +13,9 @@
  *                                                └─ full, or class 0 (large): free_slow
  *                                                   (central batch; large slots or the heap)
  *
+ * An object of a heap of its own (heap.h: pa_heap_malloc) fails the fast
+ * path's bump check on purpose: the slow path hands it to its heap.
+ *
  * Checks on every pa_free, before the object joins a list: the page map
  * knows the address (else: foreign pointer), the address starts an object of
  * its span (else: interior pointer), the span's alloc bit is set and the
@@ -26,7 +29,9 @@
 #include <string.h>
 
 #include "central.h"
+#include "config.h"
 #include "guard.h"
+#include "heap.h"
 #include "large.h"
 #include "lock.h"
 #include "os.h"
@@ -48,6 +53,7 @@ static void fork_prepare(void)
 	prof_fork(PA_FORK_PREPARE);
 	guard_fork(PA_FORK_PREPARE);
 	sweep_fork(PA_FORK_PREPARE);
+	heap_fork(PA_FORK_PREPARE);
 	central_lock_all();
 	large_fork(PA_FORK_PREPARE);
 	tcache_fork_prepare();
@@ -60,6 +66,7 @@ static void fork_parent(void)
 	tcache_fork_parent();
 	large_fork(PA_FORK_PARENT);
 	central_unlock_all();
+	heap_fork(PA_FORK_PARENT);
 	sweep_fork(PA_FORK_PARENT);
 	guard_fork(PA_FORK_PARENT);
 	prof_fork(PA_FORK_PARENT);
@@ -78,6 +85,7 @@ static void fork_child(void)
 	tcache_fork_child();
 	central_reset_locks();
 	large_fork(PA_FORK_CHILD);
+	heap_fork(PA_FORK_CHILD);
 	sweep_fork(PA_FORK_CHILD);
 	guard_fork(PA_FORK_CHILD);
 	prof_fork(PA_FORK_CHILD);
@@ -132,6 +140,19 @@ static void background_work(void)
 		tc->prof.busy--;
 }
 
+/* An allocation failed. Under memory_limit_hard (the heap may not grow past
+ * it) give back what this thread can, its cached objects and the per-CPU
+ * page caches, so the pages they held serve the retry: 1, else 0 (no hard
+ * limit: no retry). */
+static int __attribute__((noinline, cold)) hard_limit_reclaim(void)
+{
+	if (__atomic_load_n(&pa_conf.memory_limit_hard, __ATOMIC_RELAXED) == 0)
+		return 0;
+	pa_thread_cache_flush();
+	pa_cache_flush();
+	return 1;
+}
+
 /* ---- large objects (large.h) ---------------------------------------------- */
 
 static void *alloc_large_slow(size_t n, size_t align, int zero);
@@ -166,6 +187,28 @@ static int sample_attach(struct pa_tcache *tc, struct pa_span *s, size_t n, size
 
 static void free_large(struct pa_span *s);
 
+/* The calling thread's figures (threadstats.h) on the slow paths: n blocks
+ * of `bytes` bytes in all handed out (count_alloc) or freed (count_free),
+ * negative to take some back; nothing without a thread cache. */
+static inline void count_alloc(struct pa_tcache *tc, int64_t n, int64_t bytes)
+{
+	if (tc != NULL)
+		tcache_count_add(&tc->slow_alloc, n, bytes);
+}
+
+static inline void count_free(struct pa_tcache *tc, int64_t n, int64_t bytes)
+{
+	if (tc != NULL)
+		tcache_count_add(&tc->slow_free, n, bytes);
+}
+
+/* guard_free, counted. */
+static void guard_free_counted(const char *func, void *p)
+{
+	count_free(tcache_real(), 1, (int64_t)guard_size(func, p));
+	guard_free(func, p);
+}
+
 /* Large block p of n bytes (for an `align`-aligned request) took the
  * thread's count below zero: what came due, a guarded block (guard.h) in
  * its place, or a sample of p. Returns the block to hand out. */
@@ -177,6 +220,10 @@ large_sampled(struct pa_tcache *tc, void *p, size_t n, size_t align)
 	if ((fired & TCACHE_FIRED_GUARD) && !tc->prof.busy) {
 		void *q = guard_alloc(n, align);
 		if (q != NULL) {
+			/* counted as p, which was not handed out */
+			count_alloc(tc, 0,
+			            (int64_t)guard_size("malloc", q) -
+			                (int64_t)s->npages * PA_PAGE_SIZE);
 			free_large(s);
 			return q;
 		}
@@ -194,8 +241,10 @@ large_sampled(struct pa_tcache *tc, void *p, size_t n, size_t align)
 static inline void *large_count_sample(void *p, size_t n, size_t align)
 {
 	struct pa_tcache *tc;
-	if (p != NULL && (tc = tcache_get()) != NULL &&
-	    __builtin_expect((tc->sample_left -= (int64_t)n) < 0, 0)) {
+	if (p == NULL || (tc = tcache_get()) == NULL)
+		return p;
+	count_alloc(tc, 1, (int64_t)pagemap_lookup((uintptr_t)p)->npages * PA_PAGE_SIZE);
+	if (__builtin_expect((tc->sample_left -= (int64_t)n) < 0, 0)) {
 		p = large_sampled(tc, p, n, align);
 		__asm__ volatile("" ::: "memory");
 	}
@@ -225,6 +274,8 @@ static void *__attribute__((noinline)) alloc_large_slow(size_t n, size_t align, 
 	if (large_size_ok(n, align) && malloc_ready() == 0) {
 		struct pa_tcache *tc = tcache_real();
 		p = large_alloc(n, align, zero, tcache_large(tc), tcache_spares(tc));
+		if (p == NULL && hard_limit_reclaim())
+			p = large_alloc(n, align, zero, tcache_large(tc), tcache_spares(tc));
 	}
 	errno = p != NULL ? saved : ENOMEM;
 	return p;
@@ -302,6 +353,8 @@ static void *__attribute__((noinline)) small_alloc_slow(unsigned cls, size_t n, 
 	}
 	background_work(); /* no allocator lock is held here */
 	void *p = tcache_alloc_slow(cls);
+	if (p == NULL && hard_limit_reclaim())
+		p = tcache_alloc_slow(cls);
 	if (p == NULL) {
 		errno = ENOMEM;
 		return NULL;
@@ -314,6 +367,8 @@ static void *__attribute__((noinline)) small_alloc_slow(unsigned cls, size_t n, 
 		return p; /* no thread cache under memcheck: nothing sampled */
 	}
 	struct pa_tcache *tc = tcache_real();
+	/* The refill's object: not a pop of the list (tcache_alloc_slow) */
+	count_alloc(tc, 1, pa_sizeclasses[cls].size);
 	if (tc != NULL && __builtin_expect((tc->sample_left -= (int64_t)n) < 0, 0)) {
 		p = small_sampled(tc, cls, n, align, p);
 		__asm__ volatile("" ::: "memory");
@@ -340,7 +395,7 @@ static inline void *small_alloc(unsigned cls, size_t n, size_t align)
 		 * run's CPU, most of it on this load); with the prefetch its
 		 * user time fell from 0.57 s to 0.50 s (medians of 5). */
 		__builtin_prefetch(next, 1);
-		tcache_room_up(&tc->room[cls]);
+		tcache_count_up(&tc->limit[cls]);
 		o[1] = NULL; /* the free-key: this block is live now */
 		/* The heap profile's count (prof.h): a subtraction from memory
 		 * and a branch. The call below stays a call (the asm), so the
@@ -399,6 +454,13 @@ free_sampled(struct pa_span *s, void *p, struct prof_sample *r)
 
 static void __attribute__((noinline)) free_slow(struct pa_span *s, void *p)
 {
+	if (s->cls != 0 || span_bit(s, 0)) {
+		struct prof_sample *r = s->cls == 0 ? span_sample(s) : NULL;
+		size_t usable = s->cls != 0 ? span_size(s)
+		                : r != NULL ? prof_sample_usable(r)
+		                            : s->npages * PA_PAGE_SIZE;
+		count_free(tcache_get(), 1, (int64_t)usable);
+	}
 	if (s->cls == 0 && span_bit(s, 0)) {
 		struct prof_sample *r = span_sample(s);
 		if (r != NULL) {
@@ -472,25 +534,50 @@ static inline void free_block_as(struct pa_span *s, void *p, size_t size, const 
 	unsigned cls = s->cls;
 	void **o = p;
 	struct pa_tcache *tc = tcache_self;
-	uint32_t left = tc->room[cls];
-	if (func != NULL && __builtin_expect(size > pa_sizeclasses[cls].size || left == 0, 0)) {
+	int full = tc->freed[cls] == tc->limit[cls];
+	if (func != NULL && __builtin_expect(size > pa_sizeclasses[cls].size || full, 0)) {
 		free_sized_other(p, size, func);
 		return;
 	}
 	o[1] = (void *)span_free_key(p);
-	/* List 0 (large objects) has bound 0, so room 0, in every cache. */
-	if (__builtin_expect(left == 0, 0)) {
+	/* List 0 (large objects) has bound 0, so no room, in every cache. */
+	if (__builtin_expect(full, 0)) {
 		free_slow(s, p);
 		return;
 	}
 	o[0] = tc->head[cls];
 	tc->head[cls] = o;
-	tcache_room_down(&tc->room[cls]);
+	tcache_count_up(&tc->freed[cls]);
 }
 
 static inline void free_block(struct pa_span *s, void *p)
 {
 	free_block_as(s, p, 0, NULL);
+}
+
+/* Checked block p of a heap's span s (span_heaps) into its heap, under the
+ * name of func: 1, or 0 when the heap was deleted meanwhile (p is the
+ * default heap's now). */
+static int __attribute__((noinline)) free_heaps(struct pa_span *s, void *p, const char *func)
+{
+	int saved = errno;
+	int done = heap_free(s, p, func, tcache_spares(tcache_real()));
+	errno = saved;
+	if (!done)
+		return 0;
+	if (vg_active())
+		VALGRIND_FREELIKE_BLOCK(p, 0);
+	background_work(); /* no allocator lock is held here */
+	return 1;
+}
+
+/* Checked block p of span s, past pa_free's fast path: into its heap when
+ * s is a heap's, else free_block. */
+static inline void free_checked(struct pa_span *s, void *p, const char *func)
+{
+	if (span_heaps(s) && free_heaps(s, p, func))
+		return;
+	free_block(s, p);
 }
 
 /* Small block o of class cls, for n bytes at an `align`-aligned address,
@@ -504,10 +591,15 @@ small_sampled(struct pa_tcache *tc, unsigned cls, size_t n, size_t align, void *
 	unsigned fired = tcache_sample_fire(tc);
 	if (tc->prof.busy)
 		return o;
+	/* o was counted handed out, and its return to the list is counted
+	 * freed: both taken back, the block handed out in its place counted. */
+	int64_t size = pa_sizeclasses[cls].size;
 	if (fired & TCACHE_FIRED_GUARD) {
 		void *q = guard_alloc(n, align);
 		if (q != NULL) {
 			free_block(pagemap_lookup((uintptr_t)o), o);
+			count_free(tc, -1, -size);
+			count_alloc(tc, 0, (int64_t)guard_size("malloc", q) - size);
 			return q;
 		}
 	}
@@ -523,6 +615,7 @@ small_sampled(struct pa_tcache *tc, unsigned cls, size_t n, size_t align, void *
 		return o;
 	}
 	free_block(pagemap_lookup((uintptr_t)o), o);
+	count_free(tc, -1, -size);
 	return p;
 }
 
@@ -544,12 +637,12 @@ static void __attribute__((noinline)) free_other(void *p)
 		return;
 	if (block_check(p, &s) >= 0) {
 		if (guard_owns(p)) {
-			guard_free("free", p);
+			guard_free_counted("free", p);
 			return;
 		}
 		block_fault("free", p);
 	}
-	free_block(s, p);
+	free_checked(s, p, "free");
 }
 
 void pa_free(void *p)
@@ -575,7 +668,7 @@ free_guarded_sized(void *p, size_t size, size_t alignment, const char *func)
 		span_report(func, p, PA_OBJ_BAD_SIZE);
 	if (alignment != 0 && ((uintptr_t)p & (alignment - 1)) != 0)
 		span_report(func, p, PA_OBJ_BAD_ALIGN);
-	guard_free(func, p);
+	guard_free_counted(func, p);
 }
 
 /* pa_free_sized under the name of `func`: a size larger than the block's
@@ -593,7 +686,7 @@ static inline void free_sized_as(void *p, size_t size, const char *func)
 	}
 	if (size > span_usable_of(s, p))
 		span_report(func, p, PA_OBJ_BAD_SIZE);
-	free_block(s, p);
+	free_checked(s, p, func);
 }
 
 void pa_free_sized(void *p, size_t size)
@@ -620,7 +713,7 @@ void pa_free_aligned_sized(void *p, size_t alignment, size_t size)
 		span_report("free_aligned_sized", p, PA_OBJ_BAD_SIZE);
 	if (alignment != 0 && ((uintptr_t)p & (alignment - 1)) != 0)
 		span_report("free_aligned_sized", p, PA_OBJ_BAD_ALIGN);
-	free_block(s, p);
+	free_checked(s, p, "free_aligned_sized");
 }
 
 void *pa_calloc(size_t n, size_t size)
@@ -731,6 +824,8 @@ static int fits_in_place(const struct pa_span *s, size_t n)
 	return n <= span_size(s) && (n > span_size(s) / 2 || s->cls == 1);
 }
 
+static void *realloc_into(struct pa_heap *h, struct pa_span *s, void *p, size_t n);
+
 /* pa_realloc of p, which failed the page map's checks: a guarded block
  * (guard.h) moves to a new block, anything else is reported. */
 static void *__attribute__((noinline, cold)) realloc_guarded(void *p, size_t n)
@@ -742,7 +837,7 @@ static void *__attribute__((noinline, cold)) realloc_guarded(void *p, size_t n)
 	if (q == NULL)
 		return NULL;
 	memcpy(q, p, old < n ? old : n);
-	guard_free("realloc", p);
+	guard_free_counted("realloc", p);
 	return q;
 }
 
@@ -757,11 +852,26 @@ void *pa_realloc(void *p, size_t n)
 	struct pa_span *s;
 	if (block_check(p, &s) >= 0)
 		return realloc_guarded(p, n);
+	if (span_heaps(s))
+		return realloc_into(heap_of(s), s, p, n);
 	if (vg_active())
 		goto move; /* memcheck knows the block by its requested size */
-	if (s->cls != 0 ? fits_in_place(s, n)
-	                : span_sample(s) == NULL && large_resize(s, n, tcache_large(tcache_real())))
-		return p; /* (a sampled block moves: its sample is of the old size) */
+	if (s->cls != 0 && fits_in_place(s, n))
+		return p;
+	if (s->cls == 0 && span_sample(s) == NULL) {
+		/* (a sampled block moves: its sample is of the old size) */
+		int64_t before = (int64_t)s->npages * PA_PAGE_SIZE;
+		struct pa_tcache *tc = tcache_real();
+		if (large_resize(s, n, tcache_large(tc))) {
+			/* grown: more allocated; shrunk: its tail freed */
+			int64_t grew = (int64_t)s->npages * PA_PAGE_SIZE - before;
+			if (grew > 0)
+				count_alloc(tc, 0, grew);
+			else
+				count_free(tc, 0, -grew);
+			return p;
+		}
+	}
 move:;
 	void *q = pa_malloc(n);
 	if (q == NULL)
@@ -838,4 +948,160 @@ void pa_prof_stats(struct pa_prof_stats *st)
 	st->alloc_bytes = t.alloc_bytes > 0 ? (size_t)(t.alloc_bytes + 0.5) : 0;
 	st->files_written = t.files_written;
 	st->write_errors = t.write_errors;
+}
+
+/* ---- heaps of the program's own (heap.h) ------------------------------------- */
+
+pa_heap_t *pa_heap_new(void)
+{
+	if (malloc_ready() != 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return heap_new();
+}
+
+/* A block of n bytes of heap h at an `align`-aligned address (a power of
+ * two, at least 16), reading as zero with zero: a class whose size is a
+ * multiple of align, else whole pages. NULL with errno = ENOMEM. */
+static void *heap_block(struct pa_heap *h, size_t n, size_t align, int zero)
+{
+	int saved = errno; /* a success leaves errno alone, whatever the OS said */
+	struct pa_span_spares *sp = tcache_spares(tcache_real());
+	unsigned cls = PA_SC_NUM_CLASSES;
+	if (n <= PA_SC_MAX_SMALL && align <= PA_PAGE_SIZE) {
+		cls = pa_size_to_class(n < align ? align : n);
+		/* Every class is a multiple of 16 (the division is ~30% of a
+		 * heap's malloc when it runs for every one). */
+		while (align > 16 && cls < PA_SC_NUM_CLASSES &&
+		       pa_sizeclasses[cls].size % align != 0)
+			cls++;
+	}
+	void *p = NULL;
+	if (cls < PA_SC_NUM_CLASSES) {
+		p = heap_alloc_small(h, cls, sp);
+		if (p == NULL && errno == ENOMEM && hard_limit_reclaim())
+			p = heap_alloc_small(h, cls, sp);
+		if (p != NULL) {
+			vg_block_live(p, n, zero);
+			if (zero)
+				memset(p, 0, n);
+		}
+	} else if (large_size_ok(n, align)) {
+		size_t a = align < PA_PAGE_SIZE ? PA_PAGE_SIZE : align;
+		p = heap_alloc_large(h, n, a, zero, sp);
+		if (p == NULL && errno == ENOMEM && hard_limit_reclaim())
+			p = heap_alloc_large(h, n, a, zero, sp);
+		/* No allocator lock is held here. (Small blocks leave it to the
+		 * destroy, whose free pages are the scavenger's work.) */
+		background_work();
+	}
+	errno = p != NULL ? saved : ENOMEM;
+	return p;
+}
+
+void *pa_heap_malloc(pa_heap_t *h, size_t n)
+{
+	return heap_block(heap_check(h, "pa_heap_malloc"), n, 16, 0);
+}
+
+void *pa_heap_calloc(pa_heap_t *h, size_t n, size_t size)
+{
+	struct pa_heap *hp = heap_check(h, "pa_heap_calloc");
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return heap_block(hp, total, 16, 1);
+}
+
+/* pa_memalign's rules: at most 16 is malloc's, others round up to a power
+ * of two, more than SIZE_MAX / 2 + 1 is EINVAL. */
+void *pa_heap_aligned_alloc(pa_heap_t *h, size_t alignment, size_t n)
+{
+	struct pa_heap *hp = heap_check(h, "pa_heap_aligned_alloc");
+	if (alignment > SIZE_MAX / 2 + 1) {
+		errno = EINVAL;
+		return NULL;
+	}
+	size_t a = 16;
+	while (a < alignment)
+		a <<= 1;
+	return heap_block(hp, n, a, 0);
+}
+
+/* Checked block p of span s as a block of n > 0 bytes of heap h: where it
+ * is when it is h's and fits, else moved into h (and p freed). */
+static void *realloc_into(struct pa_heap *h, struct pa_span *s, void *p, size_t n)
+{
+	if (span_heaps(s) && heap_of(s) == h && !vg_active() && heap_fits(s, n))
+		return p;
+	void *q = heap_block(h, n, 16, 0);
+	if (q == NULL)
+		return NULL;
+	size_t old = span_usable_of(s, p);
+	vg_copy(q, p, old < n ? old : n);
+	free_checked(s, p, "realloc");
+	return q;
+}
+
+void *pa_heap_realloc(pa_heap_t *h, void *p, size_t n)
+{
+	struct pa_heap *hp = heap_check(h, "pa_heap_realloc");
+	if (p == NULL)
+		return heap_block(hp, n, 16, 0);
+	if (n == 0) {
+		pa_free(p);
+		return NULL;
+	}
+	struct pa_span *s;
+	if (block_check(p, &s) >= 0) {
+		if (!guard_owns(p))
+			block_fault("pa_heap_realloc", p);
+		size_t old = guard_size("pa_heap_realloc", p);
+		void *q = heap_block(hp, n, 16, 0);
+		if (q != NULL) {
+			memcpy(q, p, old < n ? old : n);
+			guard_free("pa_heap_realloc", p);
+		}
+		return q;
+	}
+	return realloc_into(hp, s, p, n);
+}
+
+void pa_heap_destroy(pa_heap_t *h)
+{
+	if (h == NULL)
+		return;
+	heap_destroy(heap_check(h, "pa_heap_destroy"));
+	background_work(); /* no allocator lock is held here */
+}
+
+void pa_heap_delete(pa_heap_t *h)
+{
+	if (h == NULL)
+		return;
+	heap_delete(heap_check(h, "pa_heap_delete"), tcache_spares(tcache_real()));
+}
+
+int pa_heap_stats(pa_heap_t *h, struct pa_heap_stats *st)
+{
+	struct pa_heap *hp = heap_check(h, "pa_heap_stats");
+	if (st == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	heap_stats(hp, st);
+	return 0;
+}
+
+void pa_heap_set_limit(pa_heap_t *h, size_t bytes)
+{
+	heap_set_limit(heap_check(h, "pa_heap_set_limit"), bytes);
+}
+
+int pa_heap_set_numa_node(pa_heap_t *h, int node)
+{
+	return heap_set_numa_node(heap_check(h, "pa_heap_set_numa_node"), node);
 }

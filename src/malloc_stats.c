@@ -5,7 +5,8 @@
  * its spans and how many objects are out of them (`out`: in thread caches or
  * live); the caches' registry knows how many each cache holds; live objects
  * are the difference. Large objects are counted on their own (slow) paths.
- * The page heap's figures come from pages.h.
+ * The page heap's figures come from pages.h. pa_thread_stats: the calling
+ * thread's figures, from its cache (threadstats.h).
  */
 #include <errno.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "pages.h"
 #include "sweep.h"
 #include "tcache.h"
+#include "threadstats.h"
 
 _Static_assert(PA_SC_NUM_CLASSES <= PA_MALLOC_MAX_CLASSES,
                "pa_malloc_stats has room for every class");
@@ -77,5 +79,25 @@ int pa_malloc_stats(struct pa_malloc_stats *out)
 	out->span_released = sweep_released_bytes();
 	out->heap_usage = out->heap_sys - out->heap_released - out->span_released;
 	out->max_fragmentation = out->heap_inuse - out->heap_alloc;
+	return 0;
+}
+
+int pa_thread_stats(struct pa_thread_stats *out)
+{
+	if (out == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	memset(out, 0, sizeof(*out));
+	struct pa_tcache *tc = tcache_real();
+	if (tc == NULL)
+		return 0;
+	struct threadstats_figures f;
+	tcache_figures(tc, &f);
+	out->allocated = f.alloc_bytes;
+	out->freed = f.free_bytes;
+	out->requested = f.requested;
+	out->mallocs = f.alloc_count;
+	out->frees = f.free_count;
 	return 0;
 }

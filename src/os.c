@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -216,6 +217,26 @@ int os_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+int os_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const char *p = buf;
+	while (len > 0) {
+		ssize_t w = pwrite(fd, p, len, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		if (w == 0) {
+			errno = ENOSPC;
+			return -1;
+		}
+		p += w;
+		off += (uint64_t)w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
 long os_pread(int fd, void *buf, size_t len, uint64_t off)
 {
 	size_t n = 0;
@@ -268,6 +289,44 @@ int os_getpid(void)
 int os_getuid(void)
 {
 	return (int)getuid();
+}
+
+int os_gettid(void)
+{
+	return (int)syscall(SYS_gettid);
+}
+
+void os_thread_name(char name[16])
+{
+	name[0] = 0;
+	if (prctl(PR_GET_NAME, (unsigned long)name, 0, 0, 0) != 0)
+		name[0] = 0;
+	name[15] = 0;
+}
+
+int os_thread_name_of(int tid, char name[16])
+{
+	/* "/proc/self/task/" and up to 10 digits and "/comm" */
+	char path[40] = "/proc/self/task/", digits[12];
+	size_t n = 16, k = 0;
+	unsigned v = (unsigned)tid;
+	do
+		digits[k++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	while (k > 0)
+		path[n++] = digits[--k];
+	memcpy(path + n, "/comm", 6);
+	char buf[32];
+	long len = os_read_file(path, buf, sizeof(buf));
+	if (len <= 0)
+		return -1;
+	if (buf[len - 1] == '\n')
+		len--;
+	if (len > 15)
+		len = 15;
+	memcpy(name, buf, (size_t)len);
+	name[len] = 0;
+	return 0;
 }
 
 int os_pid_alive(int pid)

@@ -114,6 +114,8 @@ int os_open_read(const char *path);
 /* Write all of buf to fd, retrying short and interrupted writes: 0, or -1
  * with errno set (ENOSPC, EIO, ...) at the first real error. */
 int os_write_all(int fd, const void *buf, size_t len);
+/* The same at file offset off (the file offset stays where it was). */
+int os_pwrite_all(int fd, const void *buf, size_t len, uint64_t off);
 
 /* Read up to len bytes at file offset off, retrying short and interrupted
  * reads until len or EOF: the bytes read, or -1 with errno set. */
@@ -133,6 +135,13 @@ long os_read_file(const char *path, char *buf, size_t cap);
 
 int os_getpid(void);
 int os_getuid(void);
+/* The calling thread's id (gettid), and its name (prctl PR_GET_NAME: at
+ * most 15 bytes and a NUL, into name[16]; "" when it cannot be read). */
+int os_gettid(void);
+void os_thread_name(char name[16]);
+/* The name of thread tid of this process (/proc/self/task/TID/comm), into
+ * name[16]: 0, or -1 when the thread is gone. */
+int os_thread_name_of(int tid, char name[16]);
 /* Does process pid exist (kill(pid, 0); another user's counts)? */
 int os_pid_alive(int pid);
 /* fn(name, arg) for each entry of directory path ("." and ".." included),

@@ -631,6 +631,33 @@ enum pa_page_fault pagecache_free(struct pa_pagecache_set *pc, uintptr_t addr, s
 
 /* ---- statistics ---------------------------------------------------------- */
 
+/* Set the bits of [a, a + np pages) that fall in the chunk at chunk_base. */
+static void mark_pages(uintptr_t chunk_base, uintptr_t a, size_t np, uint64_t *held)
+{
+	for (size_t i = 0; i < np; i++, a += PA_PAGE_SIZE)
+		if (a - chunk_base < PA_CHUNK_SIZE) {
+			size_t p = (a - chunk_base) / PA_PAGE_SIZE;
+			held[p / 64] |= (uint64_t)1 << (p % 64);
+		}
+}
+
+void pagecache_held_locked(const struct pa_pagecache_set *pc, uintptr_t chunk_base,
+                           uint64_t held[PA_CHUNK_WORDS])
+{
+	for (unsigned cpu = 0; cpu < pc->ncpus; cpu++) {
+		const struct pa_pagecache *c = &pc->cpus[cpu];
+		uintptr_t base = ld(&c->base);
+		if (base != 0 && base - chunk_base < PA_CHUNK_SIZE)
+			held[(base - chunk_base) / GROUP_BYTES] |= ld(&c->free);
+		uint64_t n = ld(&c->nbatch);
+		for (uint64_t i = 0; i < n && i < PA_CACHE_BATCH; i++) {
+			uint64_t e = ld(&c->batch[i]);
+			mark_pages(chunk_base, e & ~(PA_PAGE_SIZE - 1), e & (PA_PAGE_SIZE - 1),
+			           held);
+		}
+	}
+}
+
 void pagecache_stats(const struct pa_pagecache_set *pc, struct pa_pagecache_stats *out)
 {
 	memset(out, 0, sizeof(*out));

@@ -102,6 +102,12 @@ struct pa_pagecache_stats {
 	size_t queued_pages; /* freed pages waiting in per-CPU free queues */
 	uint64_t refills, drains;
 };
+/* The pages of the chunk at chunk_base that caches hold: free in a cache's
+ * group, or queued in a cache's frees; a bit per page into held (ORed in).
+ * Heap lock held; the caches' words are read as pagecache_stats reads them. */
+void pagecache_held_locked(const struct pa_pagecache_set *pc, uintptr_t chunk_base,
+                           uint64_t held[PA_CHUNK_WORDS]);
+
 /* A racy but per-field sane sum over all caches. */
 void pagecache_stats(const struct pa_pagecache_set *pc, struct pa_pagecache_stats *out);
 

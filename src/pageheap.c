@@ -758,12 +758,24 @@ static int grow_partial(struct pa_pageheap *h, size_t npages)
 	return -1;
 }
 
+/* May the heap map npages more pages under memory_limit_hard? Lock held. */
+static int hard_limit_allows(const struct pa_pageheap *h, size_t npages)
+{
+	return h->hard_limit_pages == 0 || (h->mapped_pages <= h->hard_limit_pages &&
+	                                    npages <= h->hard_limit_pages - h->mapped_pages);
+}
+
 /* Get at least npages of new heap from the OS: reserve, commit, grow. */
 static int grow_from_os(struct pa_pageheap *h, size_t npages)
 {
 	if (npages > ((uintptr_t)1 << h->window_bits) / PA_PAGE_SIZE)
 		goto fail;
 	uintptr_t need = PA_ALIGN_UP((uintptr_t)npages * PA_PAGE_SIZE, PA_CHUNK_SIZE);
+	if (!hard_limit_allows(h, need / PA_PAGE_SIZE)) {
+		h->hard_limit_refusals++;
+		errno = ENOMEM;
+		return -1;
+	}
 	if (h->arena_end - h->arena_next < need) {
 		uintptr_t size = need > h->arena_bytes ? need : h->arena_bytes;
 		uintptr_t p = reserve_arena(h, size);
@@ -789,7 +801,8 @@ static int grow_from_os(struct pa_pageheap *h, size_t npages)
 			 * free, released pages (as Go does with curArena) rather
 			 * than being stranded. */
 			uintptr_t tail = h->arena_end - h->arena_next;
-			if (tail != 0 && os_commit((void *)h->arena_next, tail) == 0 &&
+			if (tail != 0 && hard_limit_allows(h, (tail + need) / PA_PAGE_SIZE) &&
+			    os_commit((void *)h->arena_next, tail) == 0 &&
 			    pageheap_grow_range_locked(h, h->arena_next, tail / PA_PAGE_SIZE) == 0)
 				__atomic_store_n(&h->grow_count, h->grow_count + 1,
 				                 __ATOMIC_RELAXED);

@@ -167,9 +167,14 @@ struct pa_pageheap {
 	                                  * atomic stores: pages.c reads it unlocked) */
 
 	/* Scavenger coupling; atomics, so it can look without the lock. */
-	size_t scav_ci;                 /* no chunk at or above this index needs scavenging */
-	uint32_t epoch;                 /* coarse clock (ms), advanced by the scavenger */
-	size_t limit_pages;             /* memory limit in pages, 0: none (set by scavenger) */
+	size_t scav_ci;     /* no chunk at or above this index needs scavenging */
+	uint32_t epoch;     /* coarse clock (ms), advanced by the scavenger */
+	size_t limit_pages; /* memory limit in pages, 0: none (set by scavenger) */
+	/* Under lock: mapped_pages never passes hard_limit_pages (memory_limit_hard,
+	 * rounded down to pages; 0: none; set by the scavenger's configure):
+	 * a growth that would is refused, and counted. */
+	size_t hard_limit_pages;
+	uint64_t hard_limit_refusals;
 	int pressure;                   /* 1: resident pages passed limit_pages */
 	void (*on_pressure)(void *arg); /* called after unlock when pressure is set */
 	void *pressure_arg;

@@ -66,6 +66,7 @@ static void scav_config_from_conf(struct pa_scav_config *c)
 	c->percent = (unsigned)__atomic_load_n(&pa_conf.scavenge_percent, __ATOMIC_RELAXED);
 	c->lazy = __atomic_load_n(&pa_conf.release, __ATOMIC_RELAXED) != 0;
 	c->memory_limit = __atomic_load_n(&pa_conf.memory_limit, __ATOMIC_RELAXED);
+	c->memory_limit_hard = __atomic_load_n(&pa_conf.memory_limit_hard, __ATOMIC_RELAXED);
 	c->delay_ms = (unsigned)__atomic_load_n(&pa_conf.scavenge_delay_ms, __ATOMIC_RELAXED);
 	c->burst_percent =
 	    (unsigned)__atomic_load_n(&pa_conf.scavenge_burst_percent, __ATOMIC_RELAXED);
@@ -447,6 +448,8 @@ int pa_stats(struct pa_stats *out)
 		out->heap_ranges += h->ranges.n;
 		out->grow_count += h->grow_count;
 		out->grow_failures += h->grow_failures;
+		out->memory_limit_hard += h->hard_limit_pages * PA_PAGE_SIZE;
+		out->hard_limit_refusals += h->hard_limit_refusals;
 		lock_release(&h->lock);
 		struct pa_pagecache_stats cs;
 		pagecache_stats(&node_caches[i], &cs);
@@ -542,6 +545,11 @@ int pages_once(int *done, int (*fn)(void))
 
 uintptr_t pages_alloc(size_t npages, size_t *scav)
 {
+	return pages_alloc_on(-1, npages, scav);
+}
+
+uintptr_t pages_alloc_on(int node, size_t npages, size_t *scav)
+{
 	struct pa_pageheap *h = default_heap_get();
 	if (h == NULL) {
 		errno = ENOMEM;
@@ -553,7 +561,7 @@ uintptr_t pages_alloc(size_t npages, size_t *scav)
 	/* Under memcheck the per-CPU caches' group bases would be pointers to
 	 * the first block of a group: its leak check would count a leaked
 	 * block there as still reachable. */
-	unsigned n = node_here();
+	unsigned n = node < 0 || (unsigned)node >= numa.nodes ? node_here() : (unsigned)node;
 	if (npages < PA_CACHE_MAX_PAGES && !vg_active())
 		return pagecache_alloc(&node_caches[n], npages, scav);
 	return pageheap_alloc(&node_heaps[n], npages, scav);
@@ -591,6 +599,34 @@ void pages_free(uintptr_t addr, size_t npages)
 int pages_release_zeroes(void)
 {
 	return __atomic_load_n(&default_scav.conf.lazy, __ATOMIC_RELAXED) == 0;
+}
+
+int pages_chunk_view(uintptr_t from, struct pages_chunk_view *v)
+{
+	if (__atomic_load_n(&default_state, __ATOMIC_ACQUIRE) != HEAP_READY)
+		return 0; /* not built: no heap to show, and none made for that */
+	from = PA_ALIGN_DOWN(from, PA_CHUNK_SIZE);
+	int found = 0;
+	/* The nodes' windows go up with their index: the first heap with a
+	 * range above from has the lowest such chunk. */
+	for (unsigned n = 0; n < numa.nodes && !found; n++) {
+		struct pa_pageheap *h = &node_heaps[n];
+		lock_acquire(&h->lock);
+		for (size_t i = 0; i < h->ranges.n && !found; i++) {
+			const struct pa_addr_range *r = &h->ranges.v[i];
+			if (range_limit(r) <= from)
+				continue;
+			v->base = range_base(r) > from ? range_base(r) : from;
+			const struct pa_chunk *c = pageheap_chunk(h, v->base);
+			memcpy(v->alloc, c->alloc, sizeof(v->alloc));
+			memcpy(v->scav, c->scav, sizeof(v->scav));
+			memset(v->cached, 0, sizeof(v->cached));
+			pagecache_held_locked(&node_caches[n], v->base, v->cached);
+			found = 1;
+		}
+		lock_release(&h->lock);
+	}
+	return found;
 }
 
 void pages_totals(size_t *mapped, size_t *released, size_t *inuse_outside_caches)

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "layout.h"
+
 /* Build the default heap if needed, then, if *done is 0, run fn under the
  * lock that building the heap and fork handling take (so a fork never
  * catches fn half done), and set *done when fn returns 0. fn must not
@@ -24,8 +26,13 @@ int pages_once(int *done, int (*fn)(void));
 void pages_background(void);
 
 /* npages contiguous pages, or 0 (errno = ENOMEM). *scav (if non-NULL) gets
- * how many of them were released to the OS and read as zero. */
+ * how many of them were released to the OS and read as zero. They come
+ * from the calling CPU's NUMA node (numa.h). */
 uintptr_t pages_alloc(size_t npages, size_t *scav);
+
+/* The same from node's page heap (node < pa_numa_nodes(); -1: the calling
+ * CPU's node): a heap pinned to a node (pa_heap_set_numa_node). */
+uintptr_t pages_alloc_on(int node, size_t npages, size_t *scav);
 
 /* Take the npages pages at addr if they are all free in the heap (not held
  * by a per-CPU cache): 1, else 0. */
@@ -43,6 +50,20 @@ int pages_release_zeroes(void);
  * page heap's count of allocated pages minus what the per-CPU page caches
  * hold (pages in spans and large objects, when nothing else uses pa_pages). */
 void pages_totals(size_t *mapped, size_t *released, size_t *inuse_outside_caches);
+
+/* One chunk of the heap as the heap map sees it (heapmap.h): its bitmaps
+ * (chunk.h) and the pages per-CPU caches hold, copied under the heap lock. */
+struct pages_chunk_view {
+	uintptr_t base; /* the chunk's first page */
+	uint64_t alloc[PA_CHUNK_WORDS], scav[PA_CHUNK_WORDS];
+	uint64_t cached[PA_CHUNK_WORDS]; /* free in a cache, or queued in its frees */
+};
+
+/* The first chunk of the heap at or above address from, into v: 1, or 0
+ * when there is none (or no heap: this never builds it). Takes the heap
+ * lock: call it holding none, or only central locks (central.h: they come
+ * before it). */
+int pages_chunk_view(uintptr_t from, struct pages_chunk_view *v);
 
 /* The heap's coarse clock: milliseconds since the scavenger thread started
  * (0 while it never ran). */

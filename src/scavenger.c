@@ -68,12 +68,18 @@ void scav_configure(struct pa_scavenger *s, const struct pa_scav_config *conf)
 	__atomic_store_n(&s->conf.delay_ms, conf->delay_ms, __ATOMIC_RELAXED);
 	unsigned burst = conf->burst_percent > 100 ? 100 : conf->burst_percent;
 	__atomic_store_n(&s->conf.burst_percent, burst, __ATOMIC_RELAXED);
-	/* Each heap is flagged past its even share; on_pressure sums them. */
+	/* Each heap is flagged past its even share of the soft limit, and
+	 * on_pressure sums them. The hard limit is a promise that the process
+	 * maps no more: each heap gets its even share of it. */
 	size_t pages = PA_ALIGN_UP(conf->memory_limit, PA_PAGE_SIZE) / PA_PAGE_SIZE;
 	size_t share = pages == 0 ? 0 : (pages + s->nheaps - 1) / s->nheaps;
+	size_t hard = conf->memory_limit_hard / PA_PAGE_SIZE / s->nheaps;
+	if (conf->memory_limit_hard != 0 && hard == 0)
+		hard = 1;
 	for (unsigned i = 0; i < s->nheaps; i++) {
 		lock_acquire(&s->heaps[i]->lock);
 		s->heaps[i]->limit_pages = share;
+		s->heaps[i]->hard_limit_pages = hard;
 		lock_release(&s->heaps[i]->lock);
 	}
 	/* Let a sleeping thread see the change now. */

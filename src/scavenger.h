@@ -33,12 +33,13 @@
 #include "pageheap.h"
 
 struct pa_scav_config {
-	int enabled;            /* background thread */
-	unsigned percent;       /* CPU share of one core, 1..100 */
-	int lazy;               /* MADV_FREE instead of MADV_DONTNEED */
-	size_t memory_limit;    /* bytes, 0: none */
-	unsigned delay_ms;      /* free this long before the background releases it */
-	unsigned burst_percent; /* CPU share while the heap shrinks (see scav_pace), >= percent */
+	int enabled;              /* background thread */
+	unsigned percent;         /* CPU share of one core, 1..100 */
+	int lazy;                 /* MADV_FREE instead of MADV_DONTNEED */
+	size_t memory_limit;      /* bytes, 0: none */
+	size_t memory_limit_hard; /* bytes the heap may map, 0: none (pageheap.h) */
+	unsigned delay_ms;        /* free this long before the background releases it */
+	unsigned burst_percent;   /* CPU share while the heap shrinks (see scav_pace), >= percent */
 };
 
 /* Page heaps one scavenger paces over at most: a NUMA machine's nodes'. */

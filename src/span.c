@@ -91,6 +91,22 @@ void span_delete(struct pa_span *s, struct pa_span_spares *sp)
 	sp->rec[sp->n++] = s;
 }
 
+void span_delete_n(struct pa_span *const *recs, unsigned n)
+{
+	void *shorts[PA_SPAN_DELETE_MAX], *longs[PA_SPAN_DELETE_MAX];
+	unsigned ns = 0, nl = 0;
+	for (unsigned k = 0; k < n && k < PA_SPAN_DELETE_MAX; k++) {
+		if (span_long(recs[k]->cls))
+			longs[nl++] = recs[k];
+		else
+			shorts[ns++] = recs[k];
+	}
+	if (ns != 0)
+		meta_free_n(&span_pool, shorts, ns);
+	if (nl != 0)
+		meta_free_n(&span_pool_long, longs, nl);
+}
+
 void span_spares_free(struct pa_span_spares *sp)
 {
 	meta_free_n(&span_pool, (void *const *)sp->rec, sp->n);
@@ -108,7 +124,7 @@ int span_init_small(struct pa_span *s, unsigned cls, uintptr_t base)
 	s->bump = 0;
 	s->fbump = 0;
 	s->scan = 0;
-	s->dirty = 0;
+	__atomic_store_n(&s->dirty, 0, __ATOMIC_RELAXED);
 	s->relmap = 0;
 	s->gave_epoch = 0;
 	s->next = NULL;
@@ -171,6 +187,8 @@ static const char *fault_text(enum pa_obj_fault f)
 		return "size is larger than the block (wrong size)";
 	case PA_OBJ_BAD_ALIGN:
 		return "block does not have that alignment (wrong alignment)";
+	case PA_OBJ_WRITTEN:
+		return "write after free";
 	}
 	return "bad pointer";
 }

@@ -29,7 +29,12 @@
  * word holds span_free_key(p) (a per-process secret mixed with its address)
  * until it is handed out again, when the allocator clears it. A pa_free
  * that finds the key in place has found a block already freed into some
- * cache: a double free, caught without looking at any other thread.
+ * cache: a double free, caught without looking at any other thread. Free
+ * objects hold their key wherever they are below bump (in a list, a stash
+ * or their span; central.c writes it into the objects a refill takes), except
+ * on pages the sweep released: a batch going back to its spans and a refill
+ * taking objects from a span check it (central.c), and a key found
+ * overwritten there is a write after free.
  *
  * A large object (class 0) is one run of `npages` pages at `base`; the
  * page map maps its first page only. It looks to pa_free like a span of one
@@ -72,18 +77,24 @@ struct pa_span {
 	uint32_t magic;     /* pa_sizeclasses[cls].div_magic: index = off * magic >> 32
 	                     * (the object size is the class table's: span_size) */
 	uint8_t cls;        /* size class; 0 for a large object */
-	/* Under the central lock of cls. */
-	uint8_t dirty;             /* an object came back since the last sweep */
-	uint16_t fbump;            /* bump while relmap is 0, else 0: pa_free's fast path
-	                            * checks this alone */
-	uint16_t nfree;            /* objects in the span (alloc bit 0) */
-	uint16_t bump;             /* objects at index >= bump were never handed out */
-	uint16_t scan;             /* every object below this index is out of the span */
-	uint16_t gave_epoch;       /* heap epoch when an object last came back, in
-	                            * units of 2^PA_SPAN_AGE_SHIFT ms modulo 2^16: 70
-	                            * minutes, past scavenge_delay_ms's hour (read
-	                            * only while dirty) */
-	uint32_t relmap;           /* 4 KiB pages released by sweep_spans (bit j: page j) */
+	/* Under the central lock of cls (a heap's span: its heap's lock). */
+	uint8_t dirty;       /* an object came back since the last sweep;
+	                      * PA_SPAN_HEAPS: the span is a heap's (heap.h),
+	                      * for its life there. Relaxed atomic stores:
+	                      * pa_free's slow path reads it without a lock */
+	uint16_t fbump;      /* bump while relmap is 0, else 0: pa_free's fast path
+	                      * checks this alone */
+	uint16_t nfree;      /* objects in the span (alloc bit 0) */
+	uint16_t bump;       /* objects at index >= bump were never handed out */
+	uint16_t scan;       /* every object below this index is out of the span */
+	uint16_t gave_epoch; /* heap epoch when an object last came back, in
+	                      * units of 2^PA_SPAN_AGE_SHIFT ms modulo 2^16: 70
+	                      * minutes, past scavenge_delay_ms's hour (read
+	                      * only while dirty) */
+	union {
+		uint32_t relmap;  /* 4 KiB pages released by sweep_spans (bit j: page j) */
+		uint32_t heap_id; /* a heap's span (never swept): its heap (heap.h) */
+	};
 	struct pa_span *next;      /* central partial list */
 	struct pa_span **prevnext; /* where the pointer to this span is (NULL: not listed) */
 	/* span_alloc_words(cls) words: the record ends after them (span_new) */
@@ -113,6 +124,17 @@ _Static_assert(offsetof(struct pa_span, alloc) + 2 * sizeof(uint64_t) == PA_SPAN
                "a short record is the fields and two bitmap words");
 _Static_assert(sizeof(struct pa_span) <= PA_SPAN_LONG, "a long record is 128 bytes at most");
 _Static_assert(PA_SC_NUM_CLASSES <= 256, "a class fits cls");
+
+/* dirty's mark of a span that a heap owns (heap.h): its fbump is 0, so
+ * pa_free's fast path sends each of its objects to the slow path, which
+ * reads the mark and hands the object to the heap. */
+#define PA_SPAN_HEAPS ((uint8_t)2)
+
+/* Is s a heap's span? Read without a lock (dirty's atomic stores). */
+static inline int span_heaps(const struct pa_span *s)
+{
+	return __atomic_load_n(&s->dirty, __ATOMIC_RELAXED) == PA_SPAN_HEAPS;
+}
 
 /* Bitmap words of a span of class cls (a large span: one). */
 static inline unsigned span_alloc_words(unsigned cls)
@@ -231,6 +253,10 @@ size_t span_record_bytes(unsigned cls);
 /* Give s's record back: a short one into sp when it is not NULL (the older
  * half of a full sp goes to the pool first), else to its pool. */
 void span_delete(struct pa_span *s, struct pa_span_spares *sp);
+/* Give n records back to their pools at once (one lock taken per pool, not
+ * per record: a heap's destroy, heap.h); n at most PA_SPAN_DELETE_MAX. */
+#define PA_SPAN_DELETE_MAX 64u
+void span_delete_n(struct pa_span *const *recs, unsigned n);
 /* Return every record of sp to the pool itself (sp is empty after). */
 void span_spares_free(struct pa_span_spares *sp);
 
@@ -256,6 +282,7 @@ enum pa_obj_fault {
 	PA_OBJ_DOUBLE_FREE, /* the block is already free */
 	PA_OBJ_BAD_SIZE,    /* free_sized or a sized delete: more than the block holds */
 	PA_OBJ_BAD_ALIGN,   /* free_aligned_sized: the block is not that aligned */
+	PA_OBJ_WRITTEN,     /* a free block's free-key was overwritten (central.c) */
 };
 
 /* The one-line message "pagealloc: FUNC(0x...): FAULT ..." and abort. For

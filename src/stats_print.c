@@ -6,7 +6,8 @@
  * Anonymous), what the heap holds in the Go runtime's MemStats terms
  * (pa_malloc_stats), seed 000's heapUsage and maxFragmentation, the per-CPU
  * page caches and the scavenger (pa_stats), the difference between RSS and
- * heapUsage, and the size classes that hold the most bytes.
+ * heapUsage, the size classes that hold the most bytes, and the threads
+ * that allocated the most (live or exited: threadstats.h).
  *
  * Nothing here allocates or uses stdio: the report is printed at exit, from
  * a signal handler and in preloaded programs whose malloc is this one. Text
@@ -35,6 +36,7 @@
 #include "span.h"
 #include "stats_print.h"
 #include "tcache.h"
+#include "threadstats.h"
 
 /* ---- formatting without stdio --------------------------------------------- */
 
@@ -42,6 +44,8 @@
 #define VALUE_COL 22
 /* Size classes shown, the most bytes first. */
 #define TOP_CLASSES 10
+/* Threads shown, the most bytes allocated first. */
+#define TOP_THREADS 10
 
 struct out {
 	int fd;    /* where the text goes, or -1: into mem */
@@ -467,6 +471,13 @@ static void print_pages(struct out *o, const struct pa_stats *s, uint64_t lifeti
 		out_uint(o, s->limit_overruns);
 		out_str(o, " allocations found nothing left to release\n");
 	}
+	if (s->memory_limit_hard != 0) {
+		out_row(o, "memory_limit_hard");
+		out_mib(o, s->memory_limit_hard);
+		out_str(o, ", ");
+		out_uint(o, s->hard_limit_refusals);
+		out_str(o, " growths refused\n");
+	}
 }
 
 /* What RSS is made of, as far as the heap can tell. */
@@ -530,6 +541,89 @@ static void print_top_classes(struct out *o, const struct pa_malloc_stats *ms)
 	}
 }
 
+/* The threads that allocated the most bytes, and how many were seen. */
+struct top_threads {
+	struct threadstats_figures top[TOP_THREADS];
+	size_t n, live, exited;
+};
+
+/* tcache_each_figures's fn: under the registry lock, no lock, no allocation. */
+static void top_threads_note(const struct threadstats_figures *f, void *arg)
+{
+	struct top_threads *t = arg;
+	if (f->live)
+		t->live++;
+	else
+		t->exited++;
+	size_t i = t->n < TOP_THREADS ? t->n++ : TOP_THREADS;
+	while (i > 0 && f->alloc_bytes > t->top[i - 1].alloc_bytes) {
+		if (i < TOP_THREADS)
+			t->top[i] = t->top[i - 1];
+		i--;
+	}
+	if (i < TOP_THREADS)
+		t->top[i] = *f;
+}
+
+/* a - b, signed, right-aligned in width characters. */
+static void out_diff_w(struct out *o, uint64_t a, uint64_t b, size_t width)
+{
+	if (a >= b) {
+		out_uint_w(o, a - b, width);
+		return;
+	}
+	char tmp[21];
+	size_t n = msg_format_uint(tmp + 1, b - a) + 1;
+	tmp[0] = '-';
+	for (size_t i = n; i < width; i++)
+		out_str(o, " ");
+	out_strn(o, tmp, n);
+}
+
+static void print_threads(struct out *o)
+{
+	struct top_threads t = {.n = 0};
+	struct threadstats_figures others;
+	uint64_t others_threads;
+	tcache_each_figures(top_threads_note, &t, &others, &others_threads);
+	if (t.n == 0 && others_threads == 0) {
+		out_str(o, "threads: none with a thread cache\n");
+		return;
+	}
+	out_str(o, "top threads by bytes allocated (usable sizes; held = allocated - freed)\n");
+	out_str(o, "       tid  name                 allocated           freed            held  "
+	           "state\n");
+	for (size_t i = 0; i < t.n; i++) {
+		struct threadstats_figures *f = &t.top[i];
+		/* a live thread's name as it is now (set after its first malloc) */
+		if (f->live)
+			os_thread_name_of(f->tid, f->name);
+		out_uint_w(o, (uint64_t)f->tid, 10);
+		out_str(o, "  ");
+		out_str(o, f->name[0] != '\0' ? f->name : "?");
+		out_pad(o, 33);
+		out_uint_w(o, f->alloc_bytes, 15);
+		out_uint_w(o, f->free_bytes, 16);
+		out_diff_w(o, f->alloc_bytes, f->free_bytes, 16);
+		out_str(o, f->live ? "  live\n" : "  exited\n");
+	}
+	out_str(o, "  threads: ");
+	out_uint(o, t.live);
+	out_str(o, " live, ");
+	out_uint(o, t.exited + others_threads);
+	out_str(o, " exited");
+	if (others_threads != 0) {
+		out_str(o, " (");
+		out_uint(o, others_threads);
+		out_str(o, " of them together: allocated ");
+		out_uint(o, others.alloc_bytes);
+		out_str(o, ", freed ");
+		out_uint(o, others.free_bytes);
+		out_str(o, ")");
+	}
+	out_str(o, "\n");
+}
+
 /* ---- the report ------------------------------------------------------------- */
 
 enum when { WHEN_CALLED, WHEN_EXIT, WHEN_SIGNAL };
@@ -585,6 +679,7 @@ static void report_to(struct out *o, enum when when, int sig)
 		print_profile(o);
 		print_rss_vs_heap(o, f.rss, ms.heap_usage);
 		print_top_classes(o, &ms);
+		print_threads(o);
 	}
 	out_str(o, "==== end of the story of pid ");
 	out_uint(o, (uint64_t)os_getpid());

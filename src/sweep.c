@@ -84,7 +84,7 @@ size_t sweep_spans(uint32_t now, uint32_t min_age, unsigned max_spans)
 		     s != NULL && spans < max_spans; s = s->next) {
 			if (!s->dirty || (uint16_t)(now_unit - s->gave_epoch) < age_min)
 				continue;
-			s->dirty = 0;
+			__atomic_store_n(&s->dirty, 0, __ATOMIC_RELAXED);
 			c->dirty--;
 			uint32_t m =
 			    (size_t)s->nfree * span_size(s) < PA_SPAN_RELPAGE ? 0 : sweepable(s);

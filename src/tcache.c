@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <string.h>
 
 #include "central.h"
 #include "config.h"
@@ -11,8 +12,10 @@
 #include "large.h"
 #include "lock.h"
 #include "meta.h"
+#include "os.h"
 #include "span.h"
 #include "tcache.h"
+#include "threadstats.h"
 #include "vg.h"
 
 struct pa_tcache tcache_empty;
@@ -68,9 +71,13 @@ static void tcache_release(struct pa_tcache *tc)
 }
 
 /* Build the calling thread's cache; NULL when out of memory or exiting. */
-/* Aim the count at the nearer of the two events. */
+/* Aim the count at the nearer of the two events, the bytes requested since
+ * it was last aimed counted first. */
 static void sample_aim(struct pa_tcache *tc)
 {
+	__atomic_store_n(&tc->requested,
+	                 tc->requested + (uint64_t)(tc->sample_set - tc->sample_left),
+	                 __ATOMIC_RELAXED);
 	int64_t next = tc->prof_left < tc->guard_left ? tc->prof_left : tc->guard_left;
 	tc->sample_set = next;
 	tc->sample_left = next;
@@ -118,6 +125,8 @@ static struct pa_tcache *tcache_build(void)
 	tc->prof.rng = 0;
 	tc->prof.busy = 0;
 	tcache_sample_start(tc);
+	tc->tid = os_gettid();
+	os_thread_name(tc->name);
 	claim_note(tc, 0);
 	lock_acquire(&registry_lock);
 	tc->next = registry;
@@ -147,9 +156,15 @@ struct pa_tcache *tcache_get_slow(void)
 static void thread_exit(void *arg)
 {
 	struct pa_tcache *tc = arg;
+	/* Its figures while it is still the thread's cache (exact), under
+	 * the name the thread has now. */
+	struct threadstats_figures f;
+	os_thread_name(tc->name);
+	tcache_figures(tc, &f);
 	tcache_self = &tcache_gone;
 	tcache_release(tc);
 	lock_acquire(&registry_lock);
+	threadstats_exited(&f);
 	large_slots_fold(&tc->large);
 	claim_set(tc, 0);
 	*tc->prevnext = tc->next;
@@ -306,6 +321,10 @@ void *tcache_alloc_slow(unsigned cls)
 		return head;
 	}
 	tcache_keep_budget(tc);
+	/* The requested bytes so far, for the stats (tcache_figures). */
+	__atomic_store_n(&tc->requested_seen,
+	                 tc->requested + (uint64_t)(tc->sample_set - tc->sample_left),
+	                 __ATOMIC_RELAXED);
 	uint32_t max = tc->max[cls];
 	unsigned batch = central_batch(cls);
 	int carving = 0,
@@ -415,6 +434,53 @@ void tcache_totals(size_t held[PA_SC_NUM_CLASSES], size_t *large_spans, size_t *
 		*large_pages += __atomic_load_n(&tc->large.pages, __ATOMIC_RELAXED);
 	}
 	*ncaches = registry_len;
+	lock_release(&registry_lock);
+}
+
+void tcache_figures(const struct pa_tcache *tc, struct threadstats_figures *f)
+{
+	f->alloc_count = __atomic_load_n(&tc->popped.count, __ATOMIC_RELAXED) +
+	                 __atomic_load_n(&tc->slow_alloc.count, __ATOMIC_RELAXED);
+	f->alloc_bytes = __atomic_load_n(&tc->popped.bytes, __ATOMIC_RELAXED) +
+	                 __atomic_load_n(&tc->slow_alloc.bytes, __ATOMIC_RELAXED);
+	f->free_count = __atomic_load_n(&tc->slow_free.count, __ATOMIC_RELAXED);
+	f->free_bytes = __atomic_load_n(&tc->slow_free.bytes, __ATOMIC_RELAXED);
+	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
+		uint64_t size = pa_sizeclasses[cls].size;
+		uint64_t pops = __atomic_load_n(&tc->limit[cls], __ATOMIC_RELAXED) -
+		                __atomic_load_n(&tc->limit_set[cls], __ATOMIC_RELAXED);
+		uint64_t pushes = __atomic_load_n(&tc->freed[cls], __ATOMIC_RELAXED);
+		f->alloc_count += pops;
+		f->alloc_bytes += pops * size;
+		f->free_count += pushes;
+		f->free_bytes += pushes * size;
+	}
+	if (tc == tcache_self) {
+		/* The calling thread's own: its count read as it is now. */
+		f->requested = tc->requested + (uint64_t)(tc->sample_set - tc->sample_left);
+		__atomic_store_n(&((struct pa_tcache *)tc)->requested_seen, f->requested,
+		                 __ATOMIC_RELAXED);
+	} else {
+		/* as the thread last published it (a refill, a sample) */
+		uint64_t seen = __atomic_load_n(&tc->requested_seen, __ATOMIC_RELAXED);
+		uint64_t folded = __atomic_load_n(&tc->requested, __ATOMIC_RELAXED);
+		f->requested = seen > folded ? seen : folded;
+	}
+	f->tid = tc->tid;
+	f->live = 1;
+	memcpy(f->name, tc->name, sizeof(f->name));
+}
+
+void tcache_each_figures(void (*fn)(const struct threadstats_figures *f, void *arg), void *arg,
+                         struct threadstats_figures *others, uint64_t *others_threads)
+{
+	lock_acquire(&registry_lock);
+	for (struct pa_tcache *tc = registry; tc != NULL; tc = tc->next) {
+		struct threadstats_figures f;
+		tcache_figures(tc, &f);
+		fn(&f, arg);
+	}
+	threadstats_exited_each(fn, arg, others, others_threads);
 	lock_release(&registry_lock);
 }
 

@@ -3,7 +3,8 @@
  *
  * Each thread that allocates owns a struct pa_tcache: per size class, a
  * singly linked list of free objects (linked through their first word) with
- * a bound and the room left under it. pa_malloc pops, pa_free pushes: no lock, no atomic
+ * a bound and counts whose difference is the room left under it (struct
+ * pa_tcache). pa_malloc pops, pa_free pushes: no lock, no atomic
  * read-modify-write, nothing shared written. An empty list refills with a
  * batch from the class's central list; a list over its bound gives a batch
  * back (central.h). Bounds: a batch is 16 KiB worth of objects, at least 1
@@ -50,6 +51,7 @@
 #include "prof.h"
 #include "sizeclass_table.h"
 #include "span.h"
+#include "threadstats.h"
 
 /* A list's bound, in batches, once slow start has brought it to a batch.
  * Each overflow or underflow past it moves a batch through the central
@@ -86,13 +88,21 @@
 struct pa_tcache {
 	/* Per size class, a list of free objects linked through their first
 	 * word (head), its bound (max: a free that would take the list past
-	 * it gives a batch back) and its room (max less the objects on the
-	 * list: a free pushes while it is not 0). Three arrays and not one of
-	 * structs, and a room and not a count: indexed by class with the
-	 * CPU's scaled addressing and tested without the bound, the fast
-	 * paths save five instructions a pair (docs/design.md). room and max
-	 * are written with relaxed atomic stores (the stats read them). */
-	uint32_t room[PA_SC_NUM_CLASSES]; /* first: gcc then stores it without an add */
+	 * it gives a batch back) and two counts: freed, the objects pa_free
+	 * pushed onto it since the cache was built, and limit, the value of
+	 * freed at which the list is full. pa_malloc's pop adds one to limit;
+	 * a slow path that sets the list sets limit to freed plus the room it
+	 * leaves (tcache_list_set). So a free pushes while freed != limit
+	 * (the test a room count took), and the thread's figures come from the
+	 * counts at no cost to the fast paths: freed counts its fast frees,
+	 * limit - limit_set its fast mallocs since the list was last set
+	 * (docs/design.md). Separate arrays and not one of structs: indexed by
+	 * class with the CPU's scaled addressing and tested without the bound,
+	 * the fast paths save five instructions a pair. 64 bits: they never
+	 * wrap. limit, freed and max are written with relaxed atomic stores
+	 * (the stats read them). */
+	uint64_t limit[PA_SC_NUM_CLASSES]; /* first: gcc then stores it without an add */
+	uint64_t freed[PA_SC_NUM_CLASSES];
 	void *head[PA_SC_NUM_CLASSES];
 	uint32_t max[PA_SC_NUM_CLASSES];
 	/* Bytes this thread may still allocate before its next heap-profile
@@ -120,6 +130,21 @@ struct pa_tcache {
 	/* Classes in whose carve slots this cache may be (central_take): bit
 	 * cls of word cls / 64; central_uncarve them when it is released. */
 	uint64_t carving[(PA_SC_NUM_CLASSES + 63) / 64];
+	/* The thread's figures (threadstats.h) beyond the fast paths' counts:
+	 * limit as the slow path last set it, per class; the pops the slow
+	 * paths folded in (the count between two sets) and their bytes,
+	 * blocks the slow paths handed out or took back (small ones past the
+	 * lists, large ones, sampled and guarded ones), and the requested
+	 * bytes counted before the heap profile's count was last aimed
+	 * (tcache_sample_fire). Written by the thread with relaxed atomic
+	 * stores (the stats read them). */
+	uint64_t limit_set[PA_SC_NUM_CLASSES];
+	struct tcache_count {
+		uint64_t count, bytes;
+	} popped, slow_alloc, slow_free;
+	uint64_t requested, requested_seen; /* requested_seen: published for the stats */
+	int tid;
+	char name[THREADSTATS_NAME]; /* its name (prctl): at the cache's birth, at exit */
 	/* Registry links, under the registry lock. */
 	struct pa_tcache *next, **prevnext;
 };
@@ -170,28 +195,20 @@ static inline struct pa_large_slots *tcache_large(struct pa_tcache *tc)
 	return tc != NULL ? &tc->large : NULL;
 }
 
-/* The fast paths' room moves: one instruction that adds to (or subtracts
- * from) memory. Only the owning thread writes room; pa_malloc_stats reads
- * it racily with relaxed atomic loads and sees the value before or after
- * (an aligned 4-byte store). An atomic store of the loaded value plus one
- * took three instructions (load, add, store), which gcc does not merge:
- * with the heap profile's count (two more in pa_malloc) the pair would have
- * been 81 instructions, where tcmalloc's, sampling included, is 79. */
-static inline void tcache_room_up(uint32_t *room)
+/* The fast paths' counts move (limit: a malloc's pop, freed: a free's
+ * push): one instruction that adds to memory. Only the owning thread
+ * writes them; the stats read them racily with relaxed atomic loads and
+ * see the value before or after (an aligned 8-byte store). An atomic
+ * store of the loaded value plus one took three instructions (load, add,
+ * store), which gcc does not merge: with the heap profile's count (two
+ * more in pa_malloc) the pair would have been 81 instructions, where
+ * tcmalloc's, sampling included, is 79. */
+static inline void tcache_count_up(uint64_t *count)
 {
 #if defined(__x86_64__)
-	__asm__("addl $1, %0" : "+m"(*room));
+	__asm__("addq $1, %0" : "+m"(*count));
 #else
-	__atomic_store_n(room, *room + 1, __ATOMIC_RELAXED);
-#endif
-}
-
-static inline void tcache_room_down(uint32_t *room)
-{
-#if defined(__x86_64__)
-	__asm__("subl $1, %0" : "+m"(*room));
-#else
-	__atomic_store_n(room, *room - 1, __ATOMIC_RELAXED);
+	__atomic_store_n(count, *count + 1, __ATOMIC_RELAXED);
 #endif
 }
 
@@ -200,17 +217,33 @@ static inline void tcache_room_down(uint32_t *room)
 static inline uint32_t tcache_list_count(const struct pa_tcache *tc, unsigned cls)
 {
 	uint32_t max = __atomic_load_n(&tc->max[cls], __ATOMIC_RELAXED);
-	uint32_t room = __atomic_load_n(&tc->room[cls], __ATOMIC_RELAXED);
-	return room < max ? max - room : 0;
+	uint64_t room = __atomic_load_n(&tc->limit[cls], __ATOMIC_RELAXED) -
+	                __atomic_load_n(&tc->freed[cls], __ATOMIC_RELAXED);
+	return room < max ? max - (uint32_t)room : 0;
+}
+
+/* c's count and bytes moved by n blocks of `bytes` bytes in all (negative:
+ * taken back); by tc's own thread. */
+static inline void tcache_count_add(struct tcache_count *c, int64_t n, int64_t bytes)
+{
+	__atomic_store_n(&c->count, c->count + (uint64_t)n, __ATOMIC_RELAXED);
+	__atomic_store_n(&c->bytes, c->bytes + (uint64_t)bytes, __ATOMIC_RELAXED);
 }
 
 /* Set tc's list of cls to count objects (its head set by the caller) under
  * bound max >= count. */
 static inline void tcache_list_set(struct pa_tcache *tc, unsigned cls, uint32_t count, uint32_t max)
 {
-	tc->bound_bytes += ((size_t)max - tc->max[cls]) * pa_sizeclasses[cls].size;
+	size_t size = pa_sizeclasses[cls].size;
+	tc->bound_bytes += ((size_t)max - tc->max[cls]) * size;
+	/* The fast path's pops since the last set, folded in before limit
+	 * moves. */
+	uint64_t pops = tc->limit[cls] - tc->limit_set[cls];
+	tcache_count_add(&tc->popped, (int64_t)pops, (int64_t)(pops * size));
+	uint64_t limit = tc->freed[cls] + (max - count);
 	__atomic_store_n(&tc->max[cls], max, __ATOMIC_RELAXED);
-	__atomic_store_n(&tc->room[cls], max - count, __ATOMIC_RELAXED);
+	__atomic_store_n(&tc->limit_set[cls], limit, __ATOMIC_RELAXED);
+	__atomic_store_n(&tc->limit[cls], limit, __ATOMIC_RELAXED);
 }
 
 /* The list of cls was empty: refill it and return one object, or NULL
@@ -241,6 +274,18 @@ void tcache_fork_child(void);
  * caches' claims together, in bytes (see the top of this file). */
 size_t tcache_allowance_self(void);
 size_t tcache_claimed(void);
+
+/* The figures of tc, the calling thread's cache (exact), or of another
+ * thread's (racy: counts of some moment of each list); tid, name and live
+ * are the cache's. */
+void tcache_figures(const struct pa_tcache *tc, struct threadstats_figures *f);
+
+/* fn(figures, arg) for every thread: those with a cache (live), then the
+ * exited threads' table; *others and *others_threads: the exited threads
+ * outside the table (threadstats.h). Under the registry lock: fn takes no
+ * lock and does not allocate. */
+void tcache_each_figures(void (*fn)(const struct threadstats_figures *f, void *arg), void *arg,
+                         struct threadstats_figures *others, uint64_t *others_threads);
 
 /* Called once by malloc init (pthread key for thread exit). 0 or -1. */
 int tcache_global_init(void);

@@ -19,6 +19,8 @@
 #                           "pagealloc: FUNC(PTR): FAULT" line, PTR the pointer
 #                           the program passed and FAULT the case's text
 #                           (bad_pointer.sh's table), then SIGABRT
+#   preload_thread_stats    thread_stats.c: pa_thread_stats through the preload
+#                           (a weak reference) counts the C library's names
 #   preload_valgrind_KIND, linked_valgrind_KIND
 #                           valgrind.sh: memcheck through the client requests,
 #                           preloaded and linked with pa_malloc (KIND: leak,
@@ -53,6 +55,8 @@ add_executable(preload_fork_deadlock ${PA_PT_DIR}/fork_deadlock.c)
 add_executable(preload_bad_pointer ${PA_PT_DIR}/bad_pointer.c)
 add_executable(preload_addr_fill ${PA_PT_DIR}/addr_fill.c)
 add_executable(preload_align_probe ${PA_PT_DIR}/align_probe.c)
+add_executable(preload_thread_stats ${PA_PT_DIR}/thread_stats.c)
+target_include_directories(preload_thread_stats PRIVATE ${PROJECT_SOURCE_DIR}/include)
 # Its delete expressions call the sized forms (clang before 19 leaves them off).
 target_compile_options(preload_cxx_containers PRIVATE -fsized-deallocation)
 # Plain programs on the C library's malloc, which the preload replaces.
@@ -108,13 +112,17 @@ foreach(case_func free_stack:free free_mmap:free free_static:free double_free:fr
 		"delete_static:free|operator delete" "delete_sized_wrong:operator delete"
 		"delete_array_sized_wrong:operator delete\\[\\]"
 		"delete_aligned_sized_wrong:operator delete" "delete_sized_large_wrong:operator delete"
-		"delete_sized_twice:operator delete")
+		"delete_sized_twice:operator delete" write_after_free:malloc)
 	string(REPLACE ":" ";" parts "${case_func}")
 	list(GET parts 0 case)
 	list(GET parts 1 func)
 	pa_preload_test(preload_bad_${case} bash ${PA_PT_DIR}/bad_pointer.sh ${PA_PT_PRELOAD}
 		$<TARGET_FILE:preload_bad_pointer> ${case} "${func}")
 endforeach()
+
+# ---- the calling thread's figures, exported by the preload -------------------------
+pa_preload_test(preload_thread_stats env LD_PRELOAD=${PA_PT_PRELOAD}
+	PA_EXPECT_MALLOC=libpagealloc-preload.so $<TARGET_FILE:preload_thread_stats>)
 
 # ---- valgrind memcheck -------------------------------------------------------------
 foreach(kind leak uaf clean)
@@ -179,3 +187,23 @@ foreach(case figures errors profile)
 		${PA_PT_PRELOAD} $<TARGET_FILE:live_target>
 		${PROJECT_SOURCE_DIR}/tools/pagealloc_stat.py ${case})
 endforeach()
+
+# ---- the heap map and `pagealloc map` ----------------------------------------------
+#   live_map                tests/live/map_check.py: map_target holds seed 000's
+#                           keep-every-512th heap; `pagealloc map PID` gives
+#                           exact cells (each kept object's page a 16-byte span
+#                           with 1 object of 512 in use, the large blocks' pages,
+#                           the freed one cached, the freed array released)
+#                           and the PNG's and SVG's pixels and rectangles of them;
+#                           the map at exit (map_prefix), and through
+#                           `pagealloc run --map F.svg`
+add_executable(map_target ${PROJECT_SOURCE_DIR}/tests/live/map_target.c)
+pa_preload_test(live_map /usr/bin/python3 -S ${PROJECT_SOURCE_DIR}/tests/live/map_check.py
+	${PA_PT_PRELOAD} $<TARGET_FILE:map_target> ${PROJECT_SOURCE_DIR}/tools
+	${PROJECT_BINARY_DIR}/pagealloc)
+#   live_map_reader         tools/test_pagealloc_map.py: map files built from a
+#                           table: read_map's records and totals, each kind's
+#                           colour in the PNG's cells and the SVG's rects and
+#                           tooltips, one-line errors for files that are not
+#                           whole maps, the usage
+pa_preload_test(live_map_reader /usr/bin/python3 -S ${PROJECT_SOURCE_DIR}/tools/test_pagealloc_map.py)

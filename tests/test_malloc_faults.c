@@ -21,7 +21,9 @@
  * block's address with a high bit set) to free and to malloc_usable_size;
  * realloc of a freed block and of an interior pointer; free_sized with more
  * than the block holds; free_aligned_sized with an alignment the block does
- * not have. docs/design.md has the table of faults and when each is caught.
+ * not have; a freed small block written over its free-key (its second
+ * word), caught when its batch goes back to its span and when a refill
+ * takes it from its span. docs/design.md has the table of faults and when each is caught.
  */
 #include <signal.h>
 #include <sys/mman.h>
@@ -51,6 +53,7 @@ static size_t stashes_drain(int all)
 #define USE_AFTER_FREE "block is already free (use after free)"
 #define BAD_SIZE "size is larger than the block (wrong size)"
 #define BAD_ALIGN "block does not have that alignment (wrong alignment)"
+#define WRITTEN "write after free"
 
 /* Written by the child just before the faulting call: the pointer it
  * passes (a MAP_SHARED page, so the parent sees it). */
@@ -310,6 +313,42 @@ static void free_aligned_sized_with_an_alignment_the_block_lacks(void)
 	pa_free_aligned_sized(set_ptr(bad), PA_PAGE_BYTES, 48);
 }
 
+/* A freed block's second word (its free-key) written over. */
+static void write_after_free(void *p)
+{
+	((volatile uintptr_t *)p)[1] = 0x5a5a5a5a5a5a5a5a;
+}
+
+/* p freed onto the thread's list and written: the flush gives the list
+ * back to the spans, which check each key. A keeper keeps the span. */
+static void small_write_after_free_caught_going_back_to_its_span(void)
+{
+	void *keeper = pa_malloc(64), *p = pa_malloc(64);
+	pa_free(p);
+	write_after_free(set_ptr(p));
+	pa_thread_cache_flush();
+	(void)keeper;
+}
+
+/* p back in its span (flushed, key intact), written there, then handed out
+ * again: the refill that takes it from the span checks its key. The span
+ * hands out its lowest free index first, so p comes within its span's
+ * objects. */
+static void small_write_after_free_caught_by_a_refill(void)
+{
+	unsigned cls = pa_size_to_class(64);
+	void *keeper = pa_malloc(64), *p = pa_malloc(64);
+	pa_free(p);
+	pa_thread_cache_flush();
+	if (!span_has_it_free(p) ||
+	    pagemap_lookup((uintptr_t)keeper) != pagemap_lookup((uintptr_t)p))
+		setup_failed(); /* p is back in the keeper's span */
+	write_after_free(set_ptr(p));
+	for (unsigned k = 0; k < pa_sizeclasses[cls].objects; k++)
+		if (pa_malloc(64) == p)
+			return; /* handed out unchecked */
+}
+
 struct fault_case {
 	const char *name;
 	void (*run)(void);
@@ -350,6 +389,10 @@ static const struct fault_case cases[] = {
     {"free_sized too large, large", free_sized_larger_than_a_large_block, "free_sized", BAD_SIZE},
     {"free_aligned_sized, misaligned", free_aligned_sized_with_an_alignment_the_block_lacks,
      "free_aligned_sized", BAD_ALIGN},
+    {"small write after free, its batch back to its span",
+     small_write_after_free_caught_going_back_to_its_span, "malloc", WRITTEN},
+    {"small write after free, a refill takes it", small_write_after_free_caught_by_a_refill,
+     "malloc", WRITTEN},
 };
 
 static void run_case(void *arg)

@@ -6,7 +6,8 @@
  * lies in that node's window, a free from the other node's CPU goes back to
  * the owning node, each node's per-CPU caches refill from its own heap, the
  * scavenger releases in both, and the per-node figures add up exactly to
- * pa_stats. The scavenger thread is off (pa_scavenge is explicit), so no
+ * pa_stats; a heap pinned to a node (pa_heap_set_numa_node) takes its pages
+ * there whatever CPU allocates. The scavenger thread is off (pa_scavenge is explicit), so no
  * figure moves behind the test's back.
  *
  * Re-executed children (`test_numa_thread --child SCENARIO`, PAGEALLOC_CONF set)
@@ -51,7 +52,7 @@ static int in_window(const void *p, unsigned node)
 
 /* ---- work done by a thread pinned to one CPU ------------------------------------- */
 
-enum job_kind { JOB_ALLOC_PAGES, JOB_FREE_PAGES, JOB_MALLOC };
+enum job_kind { JOB_ALLOC_PAGES, JOB_FREE_PAGES, JOB_MALLOC, JOB_HEAP_MALLOC };
 
 #define JOB_RUNS 40
 
@@ -62,6 +63,7 @@ struct job {
 	void *p[JOB_RUNS];
 	size_t nblocks;  /* JOB_MALLOC: blocks of each of sizes[] */
 	size_t sizes[3]; /* small, medium, large: sizes only this CPU's job uses */
+	pa_heap_t *heap; /* JOB_HEAP_MALLOC: pa_heap_malloc from it */
 	void *blocks[3][64];
 	int ran_on; /* the CPU the thread found itself on */
 };
@@ -88,6 +90,11 @@ static void *job_main(void *arg)
 		for (size_t k = 0; k < 3; k++)
 			for (size_t i = 0; i < j->nblocks; i++)
 				j->blocks[k][i] = pa_malloc(j->sizes[k]);
+		break;
+	case JOB_HEAP_MALLOC:
+		for (size_t k = 0; k < 3; k++)
+			for (size_t i = 0; i < j->nblocks; i++)
+				j->blocks[k][i] = pa_heap_malloc(j->heap, j->sizes[k]);
 		break;
 	}
 	return NULL;
@@ -296,6 +303,48 @@ static void test_per_node_figures_add_up_to_pa_stats(void **state)
 	pa_pages_free(j.p[2], 20);
 }
 
+static void test_a_heap_pinned_to_a_node_takes_its_pages_there_from_any_cpu(void **state)
+{
+	(void)state;
+	/* Heaps have spans of their own: any size will do. */
+	static const size_t sizes[3] = {48, 9000, (size_t)1 << 20};
+	for (int node = 0; node < 2; node++) {
+		for (int cpu = 0; cpu < 2; cpu++) {
+			pa_heap_t *h = pa_heap_new();
+			assert_non_null(h);
+			TU_EQ(pa_heap_set_numa_node(h, node), 0);
+			struct job j = {
+			    .cpu = cpu, .kind = JOB_HEAP_MALLOC, .nblocks = 16, .heap = h};
+			memcpy(j.sizes, sizes, sizeof(j.sizes));
+			run_job(&j);
+			for (size_t k = 0; k < 3; k++)
+				for (size_t i = 0; i < j.nblocks; i++)
+					if (j.blocks[k][i] == NULL ||
+					    !in_window(j.blocks[k][i], node))
+						fail_msg(
+						    "heap pinned to node %d, cpu %d: block of %zu "
+						    "bytes at %p is not in the node's window",
+						    node, cpu, sizes[k], j.blocks[k][i]);
+			/* Unpinned, new pages come from the allocating CPU's node
+			 * again (a large block's; small ones still fill the
+			 * spans the heap holds). */
+			TU_EQ(pa_heap_set_numa_node(h, -1), 0);
+			j.nblocks = 1;
+			run_job(&j);
+			assert_true(in_window(j.blocks[2][0], (unsigned)cpu));
+			pa_heap_destroy(h);
+		}
+	}
+	pa_heap_t *h = pa_heap_new();
+	errno = 0;
+	TU_EQ(pa_heap_set_numa_node(h, 2), -1);
+	TU_EQ(errno, EINVAL);
+	errno = 0;
+	TU_EQ(pa_heap_set_numa_node(h, -2), -1);
+	TU_EQ(errno, EINVAL);
+	pa_heap_destroy(h);
+}
+
 static void test_the_heap_story_has_a_line_per_node(void **state)
 {
 	(void)state;
@@ -468,6 +517,7 @@ int main(int argc, char **argv)
 	    TU_TEST(test_each_nodes_caches_refill_from_its_heap),
 	    TU_TEST(test_the_scavenger_releases_in_both_nodes),
 	    TU_TEST(test_per_node_figures_add_up_to_pa_stats),
+	    TU_TEST(test_a_heap_pinned_to_a_node_takes_its_pages_there_from_any_cpu),
 	    TU_TEST(test_the_heap_story_has_a_line_per_node),
 	    TU_TEST(test_a_free_outside_both_windows_is_refused),
 	    TU_TEST(test_numa_on_with_one_node_is_the_one_full_window_heap),

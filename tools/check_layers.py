@@ -40,9 +40,16 @@ LAYERS = [
     ("api", ["malloc_names", "malloc_extras", "new_delete", "live", "malloc_stats", "stats_print"]),
     # The pa_ malloc family and the small-object path; orchestrates the rest.
     ("malloc", ["malloc"]),
+    # The heap map: a walk over every chunk, span and large object, written
+    # on request and at exit.
+    ("heap map", ["heapmap"]),
+    # Heaps of the program's own: their spans and large objects, under a
+    # lock per heap (they hand spans to the central lists when deleted).
+    ("heaps", ["heap"]),
     # Per-thread object caches: they embed the large slots and the span
-    # spares and hand them down.
-    ("thread cache", ["tcache"]),
+    # spares and hand them down; the per-thread figures they count and the
+    # exited threads' table.
+    ("thread cache", ["tcache", "threadstats"]),
     # Background work of the malloc layer: stash decay, free pages in spans.
     ("sweep", ["sweep"]),
     # Per-class central lists; large objects (slots, stash, alloc, release).

@@ -3,6 +3,7 @@
 # (bench/workloads/), side by side and alternating, ratios taken inside a run:
 #
 #   tools/compare.sh [--quick] [--reps N] [--cycle-reps N] [--build B] [--out DIR]
+#                    [--only W,W...]
 #
 # Every workload program (B/wl-*, B = build/ by default: plain malloc/free/
 # new/delete, nothing of ours linked) runs under each allocator: glibc as it
@@ -21,11 +22,13 @@
 #
 # --quick: 1 repetition at tiny sizes (each program's --quick), a smoke run of
 # well under a minute that fails if any self-check fails or no table results.
+# --only: those workloads alone (names as in the report: cycle, small-2t, ...),
+# including the variants not in the default list (churn-4t, churn-32t).
 #
 # Output: DIR (default bench-results/compare, --quick: bench-results/compare-quick)
 # gets raw.txt (one line per run), runs/ (each run's output), traces/ (RSS
 # over time of wl-cycle and wl-service), compare.md and the plots. A full run
-# without --out also writes docs/compare.md and docs/compare-*.png.
+# without --out or --only also writes docs/compare.md and docs/compare-*.png.
 # Peers are installed from Debian when missing and running as root
 # (libjemalloc2 libtcmalloc-minimal4 libmimalloc2.0), likewise time and
 # gnuplot-nox; without gnuplot the plots are skipped with a note.
@@ -39,22 +42,24 @@ cycle_reps=
 quick=0
 build=build
 out=
+only=
 
 usage() {
-	sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) quick=1 ;;
-	--reps | --cycle-reps | --build | --out)
+	--reps | --cycle-reps | --build | --out | --only)
 		[ $# -ge 2 ] || usage
 		case $1 in
 		--reps) reps=$2 ;;
 		--cycle-reps) cycle_reps=$2 ;;
 		--build) build=$2 ;;
 		--out) out=$2 ;;
+		--only) only=$2 ;;
 		esac
 		shift
 		;;
@@ -71,6 +76,8 @@ write_docs=0
 if [ -z "$out" ]; then
 	if [ $quick = 1 ]; then
 		out=bench-results/compare-quick
+	elif [ -n "$only" ]; then
+		out=bench-results/compare-only
 	else
 		out=bench-results/compare
 		write_docs=1
@@ -132,9 +139,13 @@ buildlog=$out/build.log
 	cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
 		cmake --build "$build" -j "$(nproc)"
 } >"$buildlog" 2>&1 || note "the full build failed (see $buildlog); building targets one by one"
-workloads=(cycle seed000 service larson prodcons large small-1t small-2t cxx threads)
-declare -A wl_exe=([small-1t]=wl-small [small-2t]=wl-small)
-declare -A wl_args=([small-1t]=threads=1 [small-2t]=threads=2)
+workloads=(cycle seed000 service larson prodcons large small-1t small-2t cxx threads churn)
+declare -A wl_exe=([small-1t]=wl-small [small-2t]=wl-small [churn-4t]=wl-churn [churn-32t]=wl-churn)
+declare -A wl_args=([small-1t]=threads=1 [small-2t]=threads=2 [churn-4t]="threads=4 slots=32 ops=6000"
+	[churn-32t]="threads=32 slots=8 ops=1500")
+if [ -n "$only" ]; then
+	IFS=, read -ra workloads <<<"$only" # a name with no program fails to build, below
+fi
 declare -A built=()
 for w in "${workloads[@]}"; do
 	exe=${wl_exe[$w]:-wl-$w}
@@ -187,7 +198,9 @@ run_one() {
 	local cmd=("$out/bin/$exe")
 	[ $quick = 1 ] && cmd+=(--quick)
 	case $w in cycle | service) cmd+=(--trace "$out/traces/$w-$a-$rep.txt") ;; esac
-	[ -n "${wl_args[$w]:-}" ] && cmd+=("${wl_args[$w]}")
+	local extra=()
+	read -ra extra <<<"${wl_args[$w]:-}"
+	cmd+=("${extra[@]}")
 	local pre=()
 	[ "$a" != glibc ] && pre=(env "LD_PRELOAD=${so[$a]}")
 	local rc=0

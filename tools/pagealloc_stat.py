@@ -30,13 +30,14 @@ import sys
 import time
 
 ME = "pagealloc stat"
-# struct pa_live_header (src/live.h): native order, no padding, 128 bytes.
-HEADER = struct.Struct("=8sIIQQQQQQQIIIIQIIQQQ")
+# struct pa_live_header (src/live.h): native order, no padding, 192 bytes.
+HEADER = struct.Struct("=8sIIQQQQQQQIIIIQIIQQQQQQ40x")
 FIELDS = ("magic version header_bytes file_bytes pid start_ticks seq update_ns request "
           "served nfigures figures_off text_off text_len story_ns wake pad "
-          "profile_request profile_served profile_status").split()
+          "profile_request profile_served profile_status "
+          "map_request map_served map_status").split()
 MAGIC = b"PALIVE\0\0"
-VERSION = 1
+VERSION = 2
 FIGURE = struct.Struct("=24sQ")
 WAIT_S = 0.1  # the writer's period (LIVE_PERIOD_NS): the longest a reader waits
 SYS_FUTEX = {"x86_64": 202, "aarch64": 98, "riscv64": 98, "ppc64le": 221, "s390x": 238}
@@ -47,7 +48,7 @@ def _offsets():
     """Byte offset of each header field."""
     offs, pos = {}, 0
     for name, code in zip(FIELDS, ["8s", "I", "I"] + ["Q"] * 7 + ["I"] * 4 + ["Q", "I", "I"] +
-                          ["Q"] * 3):
+                          ["Q"] * 6):
         offs[name] = pos
         pos += struct.calcsize("=" + code)
     return offs
@@ -189,8 +190,9 @@ class Live:
         return struct.unpack_from("=Q", self.map, OFF[name])[0]
 
     def ask(self, what="request"):
-        """Ask for a refresh (or with "profile_request", a heap profile) and
-        wake the writer: the request to wait for."""
+        """Ask for a refresh (or with "profile_request", a heap profile; with
+        "map_request", a heap map) and wake the writer: the request to wait
+        for."""
         req = (self._u64(what) + 1) & (2**64 - 1)
         struct.pack_into("=Q", self.map, OFF[what], req)
         wake = (struct.unpack_from("=I", self.map, OFF["wake"])[0] + 1) & 0xFFFFFFFF
@@ -349,6 +351,9 @@ def main(argv):
     args = argv[1:]
     if args and args[0] == "profile":
         # profile PID -o FILE
+        if args[1:] in (["-h"], ["--help"]):
+            sys.stdout.write(USAGE)
+            return 0
         try:
             rest = args[1:]
             out = None
@@ -386,7 +391,7 @@ def main(argv):
                 sys.stdout.write(USAGE)
                 return 0
             else:
-                sys.stderr.write("%s: unknown option %s\n%s" % (ME, a, USAGE))
+                sys.stderr.write("%s: unknown option '%s'\n%s" % (ME, a, USAGE))
                 return 2
         if len(args) != 1:
             raise ValueError

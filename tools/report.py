@@ -435,7 +435,8 @@ wl-cycle: pauseN_ratio = RSS / live bytes at the end of pause N, settleN_s = sec
 RSS/live <= {cycle:g} (the pause length if never). wl-seed000: RSS (MiB) at each point after
 malloc_trim(0) where the allocator has one (glibc, pagealloc; not jemalloc, tcmalloc,
 mimalloc). wl-service: steady = mean RSS over the second half. wl-threads: RSS while all
-threads idle, at once (idle0) and after 2 s (idle), and after they exited (exit).
+threads idle, at once (idle0) and after 2 s (idle), and after they exited (exit). wl-churn:
+peak = RSS sampled every 50 ms, peak_live = the most bytes the threads held at once.
 """.format(cycle=CYCLE_TARGET)
 
 

@@ -99,6 +99,7 @@ static const struct ref_key ref_keys[] = {
     {"scavenge_percent", REF_UINT, FIELD(scavenge_percent), 1, 100, {NULL}},
     {"release", REF_WORD, FIELD(release), 0, 0, {"dontneed", "free", NULL}},
     {"memory_limit", REF_SIZE, FIELD(memory_limit), 0, SIZE_MAX, {NULL}},
+    {"memory_limit_hard", REF_SIZE, FIELD(memory_limit_hard), 0, SIZE_MAX, {NULL}},
     {"scavenge_delay_ms", REF_UINT, FIELD(scavenge_delay_ms), 0, 3600000, {NULL}},
     {"thread_cache", REF_WORD, FIELD(thread_cache), 0, 0, {"off", "on", NULL}},
     {"scavenge_burst_percent", REF_UINT, FIELD(scavenge_burst_percent), 1, 100, {NULL}},
@@ -119,6 +120,7 @@ static const struct ref_key ref_keys[] = {
     {"guard_max", REF_SIZE, FIELD(guard_max), 1, SIZE_MAX, {NULL}},
     {"guard_underflow", REF_WORD, FIELD(guard_underflow), 0, 0, {"off", "on", NULL}},
     {"live", REF_WORD, FIELD(live), 0, 0, {"off", "on", NULL}},
+    {"map_prefix", REF_PATH, FIELD(map_prefix), 0, PA_CONF_PATH_MAX - 1, {NULL}},
     {"numa", REF_WORD, FIELD(numa), 0, 0, {"off", "on", "interleave", NULL}},
     {"numa_fake", REF_UINT, FIELD(numa_fake), 0, 8, {NULL}},
 };

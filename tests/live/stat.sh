@@ -112,8 +112,8 @@ errors)
 	other=$!
 	python3 - "$dir/$other" "$other" <<'PY'
 import struct, sys
-h = struct.pack("=8sIIQQQQQQQIIIIQII24x", b"PALIVE\0\0", 1, 128, 65536, int(sys.argv[2]), 1,
-                0, 0, 0, 0, 0, 128, 2048, 0, 0, 0, 0)
+h = struct.pack("=8sIIQQQQQQQIIIIQII88x", b"PALIVE\0\0", 2, 192, 65536, int(sys.argv[2]), 1,
+                0, 0, 0, 0, 0, 192, 2048, 0, 0, 0, 0)
 with open(sys.argv[1], "wb") as f:
     f.write(h + bytes(65536 - len(h)))
 PY

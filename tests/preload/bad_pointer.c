@@ -24,6 +24,9 @@
  *   delete_aligned_sized_wrong  operator delete(p, size, 64) of new(100, 64)
  *   delete_sized_large_wrong    operator delete(p, size) of new(40000)
  *   delete_sized_twice          operator delete(p, 64) twice of new(64)
+ * and a freed 64-byte block whose second word (its free-key) is written,
+ * found when malloc_trim hands the thread's cache back to the spans:
+ *   write_after_free
  */
 #include <dlfcn.h>
 #include <malloc.h>
@@ -139,6 +142,13 @@ int main(int argc, char **argv)
 		launder = p;
 		del(p, 64);
 		del(announce(launder), 64);
+	} else if (strcmp(c, "write_after_free") == 0) {
+		char *keeper = malloc(64), *p = malloc(64);
+		memset(p, 7, 64);
+		launder = p;
+		free(p);
+		((void *volatile *)announce(launder))[1] = keeper;
+		malloc_trim(0);
 	} else {
 		fprintf(stderr, "bad_pointer: unknown case %s\n", c);
 		return 2;

@@ -34,6 +34,7 @@ declare -A fault_of=(
 	[delete_aligned_sized_wrong]=$wrong_size
 	[delete_sized_large_wrong]=$wrong_size
 	[delete_sized_twice]="block is already free (double free)"
+	[write_after_free]="write after free"
 )
 
 [ $# = 4 ] || [ $# = 5 ] || {
