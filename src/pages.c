@@ -75,18 +75,20 @@ static void scav_config_from_conf(struct pa_scav_config *c)
 /* Arm the lazy start; allowed_grows: growths that do not count as work.
  * Single-threaded (the build under init_lock, a forked child) or racing
  * only with pages_background's reads, which the release store orders. */
-static uint64_t heaps_free_count(void)
+/* The heaps' frees and growths: pages_background reads them at every call
+ * while the thread is armed, so one node's is two loads, as before NUMA. */
+static inline uint64_t heaps_free_count(void)
 {
-	uint64_t n = 0;
-	for (unsigned i = 0; i < numa.nodes; i++)
+	uint64_t n = __atomic_load_n(&node_heaps[0].free_count, __ATOMIC_RELAXED);
+	for (unsigned i = 1; __builtin_expect(i < numa.nodes, 0); i++)
 		n += __atomic_load_n(&node_heaps[i].free_count, __ATOMIC_RELAXED);
 	return n;
 }
 
-static uint64_t heaps_grow_count(void)
+static inline uint64_t heaps_grow_count(void)
 {
-	uint64_t n = 0;
-	for (unsigned i = 0; i < numa.nodes; i++)
+	uint64_t n = __atomic_load_n(&node_heaps[0].grow_count, __ATOMIC_RELAXED);
+	for (unsigned i = 1; __builtin_expect(i < numa.nodes, 0); i++)
 		n += __atomic_load_n(&node_heaps[i].grow_count, __ATOMIC_RELAXED);
 	return n;
 }
