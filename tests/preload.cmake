@@ -181,12 +181,25 @@ pa_preload_test(preload_guard_run bash ${PA_PT_DIR}/guard.sh ${PA_PT_PRELOAD}
 #                           stale files (removed), live=off, another user's pid
 #   live_stat_profile       stat.sh: pagealloc profile PID -o FILE while it
 #                           runs: gzip, read by go tool pprof, its 2 MiB live
+#   live_stat_python3       stat.sh: python3 on the preload, read while it
+#                           runs: a 10 MiB bytearray is one large object more
+#                           and exactly its pages more large bytes
+#   live_stat_linked        stat.sh: live_target_linked (-lpagealloc, its
+#                           blocks pa_malloc's, no preload): the same exact
+#                           changes as live_stat_figures
 add_executable(live_target ${PROJECT_SOURCE_DIR}/tests/live/live_target.c)
-foreach(case figures errors profile)
+add_executable(live_target_linked ${PROJECT_SOURCE_DIR}/tests/live/live_target.c)
+target_compile_definitions(live_target_linked PRIVATE LIVE_TARGET_LINKED)
+target_include_directories(live_target_linked PRIVATE ${PROJECT_SOURCE_DIR}/include)
+target_link_libraries(live_target_linked PRIVATE pagealloc)
+foreach(case figures errors profile python3)
 	pa_preload_test(live_stat_${case} bash ${PROJECT_SOURCE_DIR}/tests/live/stat.sh
 		${PA_PT_PRELOAD} $<TARGET_FILE:live_target>
 		${PROJECT_SOURCE_DIR}/tools/pagealloc_stat.py ${case})
 endforeach()
+pa_preload_test(live_stat_linked bash ${PROJECT_SOURCE_DIR}/tests/live/stat.sh
+	${PA_PT_PRELOAD} $<TARGET_FILE:live_target_linked>
+	${PROJECT_SOURCE_DIR}/tools/pagealloc_stat.py linked)
 
 # ---- the heap map and `pagealloc map` ----------------------------------------------
 #   live_map                tests/live/map_check.py: map_target holds seed 000's

@@ -11,10 +11,19 @@
  * to each, prints "ready 1" and waits for another line; then exits.
  * Between two readies only the scavenger thread runs, so the reader's
  * figures before and after differ by exactly what was allocated.
+ *
+ * Built a second time as live_target_linked (LIVE_TARGET_LINKED): a program
+ * linked with -lpagealloc whose blocks are pa_malloc's, not preloaded.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef LIVE_TARGET_LINKED
+#include "pagealloc.h"
+#define malloc pa_malloc
+#define free pa_free
+#endif
 
 static void wait_line(void)
 {

@@ -17,6 +17,10 @@
 #   time is not its process's (removed, then reported as not on
 #   libpagealloc), a planted file of a dead pid (removed), a process run with
 #   live=off; for another user's process (pid 1) when not root.
+# CASE linked: LIVE_TARGET is live_target_linked (-lpagealloc, no preload):
+#   the figures case's exact changes and the story.
+# CASE python3: python3 on the preload; a 10 MiB bytearray allocated between
+#   two readies is exactly one large object and its 1281 pages more.
 set -u
 . "$(dirname "$0")/../preload/common.sh"
 preload=$1 target=$2 stat_py=$3 case=$4
@@ -48,9 +52,32 @@ expect_error() {
 }
 
 start_target() { # start live_target with extra env words; sets T_PID, T (coproc fds)
-	coproc T { exec env "$@" LD_PRELOAD="$preload" "$target" 8 262144 1000 64; }
+	local pre=$preload
+	[ "$case" != linked ] || pre= # linked with -lpagealloc: no preload
+	coproc T { exec env "$@" LD_PRELOAD="$pre" "$target" 8 262144 1000 64; }
 	read -r -t 10 -u "${T[0]}" line || fail "live_target did not get ready"
 	[ "$line" = "ready 0" ] || fail "live_target said '$line'"
+}
+
+# grew BEFORE.json AFTER.json KEY:WANT...: each figure grew by exactly WANT
+grew() {
+	local before=$1 after=$2 kv key want got
+	shift 2
+	for kv in "$@"; do
+		key=${kv%%:*} want=${kv#*:}
+		got=$(($(json "$after" "$key") - $(json "$before" "$key")))
+		[ "$got" = "$want" ] || fail "$key grew by $got, want $want"
+	done
+}
+
+# The live file of pid, within 10 s (its scavenger thread makes it).
+wait_live_file() {
+	local i
+	for i in $(seq 200); do
+		[ -f "$(live_dir)/$1" ] && return
+		sleep 0.05
+	done
+	fail "no live file $(live_dir)/$1"
 }
 
 case $case in
@@ -67,11 +94,8 @@ figures)
 	echo go >&"${T[1]}"
 	read -r -t 10 -u "${T[0]}" line && [ "$line" = "ready 1" ] || fail "no second ready"
 	python3 "$stat_py" stat --json "$pid" >"$tmp/after.json" || fail "stat --json failed"
-	for kv in large_objects:8 large_bytes:2097152 live_objects:1008 heap_alloc:2161152; do
-		key=${kv%%:*} want=${kv#*:}
-		got=$(($(json "$tmp/after.json" "$key") - $(json "$tmp/before.json" "$key")))
-		[ "$got" = "$want" ] || fail "$key grew by $got, want $want"
-	done
+	grew "$tmp/before.json" "$tmp/after.json" large_objects:8 large_bytes:2097152 \
+		live_objects:1008 heap_alloc:2161152
 	live=$(json "$tmp/after.json" live_objects)
 	python3 "$stat_py" stat "$pid" >"$tmp/story" || fail "stat failed"
 	grep -q "^==== pagealloc: the story of the heap of pid $pid " "$tmp/story" ||
@@ -172,6 +196,47 @@ profile)
 	echo go >&"${T[1]}"
 	wait "$T_PID"
 	echo "ok: profile of $pid, $inuse bytes live"
+	;;
+linked)
+	# The same figures from a program linked with -lpagealloc (no preload).
+	start_target PAGEALLOC_CONF=prof=off
+	pid=$T_PID
+	wait_live_file "$pid"
+	python3 "$stat_py" stat --json "$pid" >"$tmp/before.json" || fail "stat --json failed"
+	echo go >&"${T[1]}"
+	read -r -t 10 -u "${T[0]}" line && [ "$line" = "ready 1" ] || fail "no second ready"
+	python3 "$stat_py" stat --json "$pid" >"$tmp/after.json" || fail "stat --json failed"
+	grew "$tmp/before.json" "$tmp/after.json" large_objects:8 large_bytes:2097152 \
+		live_objects:1008 heap_alloc:2161152
+	python3 "$stat_py" stat "$pid" | grep -q "^==== pagealloc: the story of the heap of pid $pid " ||
+		fail "stat: no story"
+	echo go >&"${T[1]}"
+	wait "$T_PID"
+	[ ! -e "$(live_dir)/$pid" ] || fail "the live file is still there after the exit"
+	;;
+python3)
+	# python3 itself on the preload: 96 MiB grown and given back (the
+	# scavenger starts and makes the file), then between two readies one
+	# bytearray of 10 MiB: malloc(10 MiB + 1), a large object of 1281 pages.
+	coproc T {
+		exec env PAGEALLOC_CONF=prof=off LD_PRELOAD="$preload" python3 -c '
+import sys
+b = bytearray(96 << 20); del b
+b = bytearray(1 << 20); del b
+print("ready 0", flush=True); sys.stdin.readline()
+keep = bytearray(10 << 20)
+print("ready 1", flush=True); sys.stdin.readline()'
+	}
+	read -r -t 20 -u "${T[0]}" line && [ "$line" = "ready 0" ] || fail "python3 did not get ready"
+	pid=$T_PID
+	wait_live_file "$pid"
+	python3 "$stat_py" stat --json "$pid" >"$tmp/before.json" || fail "stat --json failed"
+	echo go >&"${T[1]}"
+	read -r -t 10 -u "${T[0]}" line && [ "$line" = "ready 1" ] || fail "no second ready"
+	python3 "$stat_py" stat --json "$pid" >"$tmp/after.json" || fail "stat --json failed"
+	grew "$tmp/before.json" "$tmp/after.json" large_objects:1 large_bytes:$((1281 * 8192))
+	echo go >&"${T[1]}"
+	wait "$T_PID"
 	;;
 *)
 	fail "unknown case $case"
