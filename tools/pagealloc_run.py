@@ -56,6 +56,9 @@ options (each also as --option=VALUE):
   --thread-cache on|off      per-thread object caches
   --thread-cache-total SIZE  what all thread caches may hold together (e.g. 8M)
   --percpu-cache on|off|locked  per-CPU page caches
+  --numa off|on|interleave   a page heap per memory node (on: only where
+                             there are several), or pages interleaved
+  --numa-fake N              pretend the CPUs are split over N nodes (tests)
   --stats-file PATH          keep the reports in PATH (%%p becomes the pid)
                              instead of printing them
   --heap-profile DIR         sample the heap (prof=on): each process writes
@@ -101,6 +104,8 @@ VALUE_OPTIONS = {
     "--thread-cache": "thread_cache",
     "--thread-cache-total": "thread_cache_total",
     "--percpu-cache": "percpu_cache",
+    "--numa": "numa",
+    "--numa-fake": "numa_fake",
     "--prof-sample": "prof_sample",
     "--stats-file": None,
     "--conf": None,

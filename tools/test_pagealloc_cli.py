@@ -125,13 +125,16 @@ class RunTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             env = dict(os.environ, PAGEALLOC_CONF="scavenge_percent=5", LD_PRELOAD="")
             status, out, _ = pagealloc(
-                "run", "--memory-limit", "1G", "--memory-limit-hard=2G", "--guard-all", "--stats-file=%s/s.%%p" % d,
-                "--conf", "live=on,prof_sample=1M", "--thread-cache", "off", "--",
+                "run", "--memory-limit", "1G", "--memory-limit-hard=2G", "--guard-all",
+                "--stats-file=%s/s.%%p" % d,
+                "--conf", "live=on,prof_sample=1M", "--thread-cache", "off", "--numa=on",
+                "--numa-fake", "2", "--",
                 "sh", "-c", 'printf "%s\\n%s\\n" "$PAGEALLOC_CONF" "$LD_PRELOAD"', env=env)
         self.assertEqual(status, 0)
         self.assertEqual(out.splitlines(), [
             "scavenge_percent=5,stats_print=on,stats_file=%s/s.%%p,memory_limit=1G,"
-            "memory_limit_hard=2G,guard_sample=1,thread_cache=off,live=on,prof_sample=1M" % d, lib])
+            "memory_limit_hard=2G,guard_sample=1,thread_cache=off,numa=on,numa_fake=2,live=on,"
+            "prof_sample=1M" % d, lib])
 
     def test_exit_status_and_signals(self):
         cases = [  # (CMD, status, the last line of stderr)
