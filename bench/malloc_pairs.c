@@ -20,7 +20,9 @@
  *   xthread  a producer thread mallocs objects of mixed sizes (16..1024 B,
  *            reported as size=0) and passes them through a bounded
  *            single-producer single-consumer ring to a consumer thread that
- *            frees them: the remote-free path. ns per object.
+ *            frees them: the remote-free path. ns per object. With
+ *            --size, every object is that size (size=BYTES: one class, as
+ *            mimalloc's and tcmalloc's cross-thread benchmarks do).
  *
  * Usage:
  *   malloc-pairs [--reps R] [--iters N] [--case pair|pair-mt|xthread] [--size BYTES]
@@ -254,8 +256,14 @@ static void *xthread_consumer(void *arg)
 
 static unsigned short mixed_sizes[MIXED_SIZES];
 
-static void mixed_sizes_init(void)
+/* fixed != 0: every object of xthread is fixed bytes. */
+static void mixed_sizes_init(size_t fixed)
 {
+	if (fixed != 0) {
+		for (int i = 0; i < MIXED_SIZES; i++)
+			mixed_sizes[i] = (unsigned short)fixed;
+		return;
+	}
 	uint64_t x = 0x9e3779b97f4a7c15u; /* xorshift64: the same sizes every run */
 	for (int i = 0; i < MIXED_SIZES; i++) {
 		x ^= x << 13;
@@ -436,16 +444,20 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
-	mixed_sizes_init();
+	if (only_size > 65535) {
+		fprintf(stderr, "%s: --size must be at most 65535\n", argv[0]);
+		return 2;
+	}
+	mixed_sizes_init(only_case != NULL && strcmp(only_case, "xthread") == 0 ? only_size : 0);
 	int ran = 0;
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		const struct bench_case *bc = &cases[c];
 		if (only_case != NULL && strcmp(only_case, bc->name) != 0)
 			continue;
 		if (!bc->sized) {
-			if (only_size != 0)
+			if (only_size != 0 && only_case == NULL)
 				continue;
-			measure(bc, 0, reps, iters);
+			measure(bc, only_size, reps, iters);
 			ran++;
 			continue;
 		}

@@ -31,7 +31,14 @@ static _Noreturn void __attribute__((noinline, cold)) written(struct pa_central 
 }
 
 struct pa_central central[PA_SC_NUM_CLASSES];
-void *central_stash[PA_SC_NUM_CLASSES][CENTRAL_STASH_MAX];
+struct pa_batch_stash central_stash[PA_SC_NUM_CLASSES];
+
+/* What each stash slot held at the last decay (central_stash_drain), and
+ * how many of those were batches (relaxed atomic stores: a decay reads it
+ * first without the lock, to pass over a class with nothing to look at):
+ * under the class's lock. */
+static void *stash_seen[PA_SC_NUM_CLASSES][CENTRAL_STASH_MAX];
+static uint32_t stash_seen_n[PA_SC_NUM_CLASSES];
 
 static void list_push(struct pa_central *c, struct pa_span *s)
 {
@@ -276,18 +283,50 @@ static struct pa_span *take_span(struct pa_central *c, unsigned cls, struct pa_s
 	return s;
 }
 
+/* The newest batch of cls's stash, or NULL: no lock (central.h). */
+static void *stash_take(unsigned cls)
+{
+	struct pa_batch_stash *st = &central_stash[cls];
+	uint32_t k = __atomic_load_n(&st->top, __ATOMIC_RELAXED);
+	while (k-- > 0) {
+		if (__atomic_load_n(&st->slot[k], __ATOMIC_RELAXED) == NULL)
+			continue;
+		void *b = __atomic_exchange_n(&st->slot[k], NULL, __ATOMIC_ACQUIRE);
+		if (b != NULL) {
+			__atomic_store_n(&st->top, k, __ATOMIC_RELAXED);
+			return b;
+		}
+	}
+	return NULL;
+}
+
+/* Put batch b in an empty slot of cls's stash below its cap: 1, or 0 when
+ * none is free from the hint up (central.h). */
+static int stash_give(unsigned cls, void *b)
+{
+	struct pa_batch_stash *st = &central_stash[cls];
+	uint32_t cap = stash_cap(cls);
+	for (uint32_t k = __atomic_load_n(&st->top, __ATOMIC_RELAXED); k < cap; k++) {
+		void *empty = NULL;
+		if (__atomic_load_n(&st->slot[k], __ATOMIC_RELAXED) == NULL &&
+		    __atomic_compare_exchange_n(&st->slot[k], &empty, b, 0, __ATOMIC_RELEASE,
+		                                __ATOMIC_RELAXED)) {
+			__atomic_store_n(&st->top, k + 1, __ATOMIC_RELAXED);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 unsigned central_take(unsigned cls, unsigned n, void **head, struct pa_span_spares *owner,
                       int *carving)
 {
 	struct pa_central *c = &central[cls];
 	void *list = NULL, **tail = &list;
 	unsigned got = 0;
-	lock_acquire(&c->lock);
-	if (owner != NULL && c->nstash != 0 && n == central_batch(cls)) {
-		*head = stash_pop(central_stash[cls], &c->nstash, &c->stash_low);
-		lock_release(&c->lock);
+	if (owner != NULL && n == central_batch(cls) && (*head = stash_take(cls)) != NULL)
 		return n;
-	}
+	lock_acquire(&c->lock);
 	while (got < n) {
 		struct pa_span *s = take_span(c, cls, owner, carving);
 		if (s == NULL)
@@ -390,13 +429,9 @@ void central_give(unsigned cls, void *head, unsigned n, struct pa_span_spares *s
 
 void central_give_or_stash(unsigned cls, void *head, unsigned n, struct pa_span_spares *sp)
 {
-	struct pa_central *c = &central[cls];
-	lock_acquire(&c->lock);
-	if (n == central_batch(cls) && c->nstash < stash_cap(cls))
-		stash_push(central_stash[cls], &c->nstash, head);
-	else
-		give_locked(c, head, n, sp);
-	lock_release(&c->lock);
+	if (n == central_batch(cls) && stash_give(cls, head))
+		return;
+	central_give(cls, head, n, sp);
 }
 
 void central_adopt(struct pa_span *s, struct pa_span_spares *sp)
@@ -423,27 +458,58 @@ void central_adopt(struct pa_span *s, struct pa_span_spares *sp)
 	lock_release(&c->lock);
 }
 
-size_t central_stashed(unsigned cls)
+unsigned central_stash_batches(unsigned cls)
 {
-	return (size_t)__atomic_load_n(&central[cls].nstash, __ATOMIC_RELAXED) * central_batch(cls);
+	unsigned n = 0;
+	for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++)
+		n += __atomic_load_n(&central_stash[cls].slot[k], __ATOMIC_RELAXED) != NULL;
+	return n;
 }
 
+size_t central_stashed(unsigned cls)
+{
+	return (size_t)central_stash_batches(cls) * central_batch(cls);
+}
+
+/*
+ * The decay compares each slot with what it held at the previous one
+ * (stash_seen): a batch still there sat unused all period and goes to its
+ * spans. A batch taken and given back to the same slot meanwhile with the
+ * same first object looks unused and goes too: a batch's worth of work
+ * for the refill after, once a period at most.
+ */
 size_t central_stash_drain(int all, struct pa_span_spares *sp)
 {
 	size_t moved = 0;
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
 		struct pa_central *c = &central[cls];
-		if (__atomic_load_n(&c->nstash, __ATOMIC_RELAXED) == 0)
+		struct pa_batch_stash *st = &central_stash[cls];
+		void **seen = stash_seen[cls];
+		if (central_stash_batches(cls) == 0 &&
+		    __atomic_load_n(&stash_seen_n[cls], __ATOMIC_RELAXED) == 0)
 			continue;
-		void *out[CENTRAL_STASH_MAX];
 		unsigned batch = central_batch(cls);
+		uint32_t seen_n = 0, top = 0;
 		lock_acquire(&c->lock);
-		uint32_t n =
-		    stash_cut_oldest(central_stash[cls], &c->nstash, &c->stash_low, all, out);
-		for (uint32_t k = 0; k < n; k++) /* the oldest first */
-			give_locked(c, out[k], batch, sp);
+		for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++) {
+			void *b = __atomic_load_n(&st->slot[k], __ATOMIC_RELAXED);
+			if (b != NULL && (all || b == seen[k]) &&
+			    __atomic_compare_exchange_n(&st->slot[k], &b, NULL, 0, __ATOMIC_ACQUIRE,
+			                                __ATOMIC_RELAXED)) {
+				give_locked(c, b, batch, sp);
+				moved += batch;
+			}
+			seen[k] = __atomic_load_n(&st->slot[k], __ATOMIC_RELAXED);
+			if (seen[k] != NULL) {
+				seen_n++;
+				top = k + 1;
+			}
+		}
+		/* The hint past the newest batch left, so the gives fill the
+		 * slots just emptied. */
+		__atomic_store_n(&st->top, top, __ATOMIC_RELAXED);
+		__atomic_store_n(&stash_seen_n[cls], seen_n, __ATOMIC_RELAXED);
 		lock_release(&c->lock);
-		moved += (size_t)n * batch;
 	}
 	return moved;
 }

@@ -46,6 +46,20 @@ static inline unsigned central_batch(unsigned cls)
  * pa_thread_cache_flush and pa_malloc_trim empty every stash, so spans
  * still empty and go back to the page heap when a program stops using a
  * class.
+ *
+ * The stash takes no lock: it is the hand-off of objects freed in another
+ * thread than the one that allocated them (a consumer's overflow stashes,
+ * its producer's refill takes), and under the class's lock, which the
+ * producer also takes for spans, the two threads met on the lock every
+ * batch. Each slot is a batch or NULL; a give claims an empty slot with one
+ * compare-and-swap (release: the batch's links were written before), a
+ * refill empties a full one with one exchange (acquire). `top` is a hint,
+ * not a count: the slot past the newest batch, stored (not read-modify-
+ * written) by whoever last filled or emptied a slot, so gives scan up from
+ * it and refills down, and both usually find their slot at once. A race can
+ * leave it off by a slot or two; a batch above it then waits for the next
+ * gives to pass it or for the decay, which looks at every slot. Nothing
+ * else is read or written by both threads.
  */
 #define CENTRAL_STASH_MAX 64u
 
@@ -60,9 +74,6 @@ struct pa_central {
 	size_t out;              /* objects out of their spans: in caches, stashed or live */
 	size_t rel_pages;        /* 4 KiB pages of its spans released by a sweep (sweep.h) */
 	size_t dirty;            /* spans with an object back since their last sweep */
-	uint32_t nstash;         /* central_stash[cls][0, nstash): batches, oldest
-	                          * first (relaxed atomic stores: the stats read it) */
-	uint32_t stash_low;      /* the fewest batches stashed since the last decay */
 	/* The spans thread caches carve (central_take): an owner (its cache,
 	 * by its spare span records) and its span per slot; owner NULL: a
 	 * free slot. */
@@ -72,9 +83,17 @@ struct pa_central {
 	} carve[CENTRAL_CARVE_SLOTS];
 } __attribute__((aligned(64)));
 
-/* Each class's stash, apart from central[] so that a class that never
- * stashes makes none of it resident: under the class's lock. */
-extern void *central_stash[PA_SC_NUM_CLASSES][CENTRAL_STASH_MAX] PA_HIDDEN;
+/* A class's stash: atomics, no lock (above). Apart from central[] so that
+ * a class that never stashes makes none of it resident, and so that the
+ * class's lock and span lists share no line with it. */
+struct pa_batch_stash {
+	uint32_t top; /* the hint (above): relaxed atomic loads and stores */
+	/* A batch's first object, or NULL; CAS NULL -> batch (release),
+	 * exchange -> NULL (acquire). */
+	void *slot[CENTRAL_STASH_MAX] __attribute__((aligned(64)));
+} __attribute__((aligned(64)));
+
+extern struct pa_batch_stash central_stash[PA_SC_NUM_CLASSES] PA_HIDDEN;
 
 /* Indexed by class; class 0 is the large objects' (large.h): unused. */
 extern struct pa_central central[PA_SC_NUM_CLASSES] PA_HIDDEN;
@@ -130,17 +149,21 @@ void central_give_or_stash(unsigned cls, void *head, unsigned n, struct pa_span_
  * object: back to the page heap, its record to sp). */
 void central_adopt(struct pa_span *s, struct pa_span_spares *sp);
 
-/* Objects of class cls in its stash (racy: for the stats). */
+/* Batches in class cls's stash, and the objects they hold (a count of its
+ * full slots, exact while no other thread stashes or takes: for the stats). */
+unsigned central_stash_batches(unsigned cls);
 size_t central_stashed(unsigned cls);
 
 /* Send the stashed batches of every class to their spans: all of them
- * (all != 0), or those the stash kept unused since the previous call (the
- * fewest it held meanwhile: jemalloc's and tcmalloc's low-water mark).
- * Returns objects moved. */
+ * (all != 0), or those the stash kept unused since the previous call: each
+ * slot still holding the batch it held then (jemalloc's and tcmalloc's
+ * low-water mark, per slot). Returns objects moved. */
 size_t central_stash_drain(int all, struct pa_span_spares *sp);
 
 /* fork: take every central lock (prepare), release them (parent), or reset
- * them (child). */
+ * them (child). The stashes take none: each slot changes in one atomic
+ * step, after the batch it gets is linked, so the child finds every slot
+ * empty or holding a whole batch. */
 void central_lock_all(void);
 void central_unlock_all(void);
 void central_reset_locks(void);

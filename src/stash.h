@@ -1,7 +1,8 @@
 /*
  * stash.h — a bounded stack of entries kept for reuse, oldest first: the
- * mechanics of the central lists' batch stashes (central.h) and of the
- * large stash (large.h).
+ * mechanics of the large stash (large.h), and the byte bound it shares with
+ * the central lists' batch stashes (central.h, which take no lock and keep
+ * their slots in their own way).
  *
  * A stash is an array of slots [0, *n), oldest first, with a low-water mark
  * *low: the fewest entries it held since its last decay. Pushes and pops

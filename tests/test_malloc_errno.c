@@ -177,7 +177,7 @@ static size_t central_spans(unsigned cls)
 
 static uint32_t stash_batches(unsigned cls)
 {
-	return __atomic_load_n(&central[cls].nstash, __ATOMIC_RELAXED);
+	return central_stash_batches(cls);
 }
 
 /* Batches the stash of cls holds at most (central.c's stash_cap). */

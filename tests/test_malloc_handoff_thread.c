@@ -1,0 +1,199 @@
+/*
+ * test_malloc_handoff_thread.c — objects freed in another thread than the
+ * one that allocated them, through the central stashes' lock-free hand-off
+ * (central.h): a consumer's overflowing list stashes whole batches and its
+ * producer's refills take them.
+ *
+ * First in turn (one thread, then the other, so every figure is exact):
+ * what a consumer stashes, a producer's next refills take whole, the very
+ * objects, with no span made. Then at once: a producer and a consumer hand
+ * 64-byte objects through a ring, both stashing and taking as fast as they
+ * can (ThreadSanitizer runs this), and at the end every object came through
+ * once and every span made on the way is back with the page heap.
+ * The scavenger is off: only the tests' flushes empty the stashes.
+ */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "testutil.h"
+
+#include "central.h"
+#include "pagealloc.h"
+#include "sizeclass_table.h"
+
+#define OBJ 64
+
+static size_t class_spans(unsigned cls)
+{
+	struct pa_malloc_stats m;
+	assert_int_equal(pa_malloc_stats(&m), 0);
+	return m.classes[cls].spans;
+}
+
+static void run_in_thread(void *(*fn)(void *), void *arg)
+{
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, fn, arg), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+}
+
+/* ---- in turn ---------------------------------------------------------------- */
+
+/* 8 batches of 64 B. A thread that only frees grows its list to one batch
+ * (slow start), so its overflows stash the other 7, and at its exit the list
+ * goes to the spans. */
+#define TURN_BATCHES 8u
+#define TURN_STASHED (TURN_BATCHES - 1u)
+/* The taker's refills start slow too, from the spans: 1, 2, .. 31 objects;
+ * then whole batches, from the stash. */
+#define TURN_TAKES (31u * 32u / 2u + TURN_STASHED * 32u)
+
+static void *turn_blocks[TURN_BATCHES * 32u];
+static void *turn_stashed[TURN_STASHED * 32u];
+static void *turn_taken[TURN_TAKES];
+
+static void *turn_allocate(void *arg)
+{
+	(void)arg;
+	for (unsigned k = 0; k < TURN_BATCHES * 32u; k++)
+		turn_blocks[k] = pa_malloc(OBJ);
+	pa_thread_cache_flush(); /* the rest of its last refill */
+	return NULL;
+}
+
+static void *turn_free(void *arg)
+{
+	(void)arg;
+	for (unsigned k = 0; k < TURN_BATCHES * 32u; k++)
+		pa_free(turn_blocks[k]);
+	return NULL;
+}
+
+static void *turn_take(void *arg)
+{
+	size_t *stashed_after = arg;
+	for (unsigned k = 0; k < TURN_TAKES; k++)
+		turn_taken[k] = pa_malloc(OBJ);
+	*stashed_after = central_stashed(pa_size_to_class(OBJ));
+	for (unsigned k = 0; k < TURN_TAKES; k++)
+		pa_free(turn_taken[k]);
+	return NULL;
+}
+
+/* What the consumer stashed, the producer's whole-batch refills take: every
+ * one of the 224 objects in the stash comes back to it, and the stash is
+ * empty after. */
+static void a_consumer_s_stashed_batches_go_whole_to_its_producer(void **state)
+{
+	(void)state;
+	unsigned cls = pa_size_to_class(OBJ);
+	TU_EQ(central_batch(cls), 32);
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+	size_t spans = class_spans(cls);
+	run_in_thread(turn_allocate, NULL);
+	run_in_thread(turn_free, NULL);
+	TU_EQ(central_stash_batches(cls), TURN_STASHED);
+	unsigned n = 0;
+	for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++)
+		for (void **o = central_stash[cls].slot[k]; o != NULL; o = o[0])
+			turn_stashed[n++] = o;
+	TU_EQ(n, TURN_STASHED * 32u);
+	size_t stashed_after = SIZE_MAX;
+	run_in_thread(turn_take, &stashed_after);
+	TU_EQ(stashed_after, 0);
+	size_t same = 0;
+	for (unsigned k = 0; k < TURN_STASHED * 32u; k++)
+		for (unsigned j = 0; j < TURN_TAKES; j++)
+			same += turn_stashed[k] == turn_taken[j];
+	TU_EQ(same, TURN_STASHED * 32u);
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+	TU_EQ(class_spans(cls), spans);
+}
+
+/* ---- at once ---------------------------------------------------------------- */
+
+#if TU_UNDER_SANITIZER
+#define RING_OBJECTS 200000u
+#else
+#define RING_OBJECTS 2000000u
+#endif
+#define RING_SLOTS 256u /* a power of two */
+
+struct ring {
+	_Alignas(64) atomic_uint head; /* written by the producer */
+	_Alignas(64) atomic_uint tail; /* written by the consumer */
+	_Alignas(64) uint64_t *slot[RING_SLOTS];
+	uint64_t sum; /* the consumer's: of the values it read */
+};
+
+static void *ring_produce(void *arg)
+{
+	struct ring *r = arg;
+	for (unsigned i = 0; i < RING_OBJECTS; i++) {
+		uint64_t *p = pa_malloc(OBJ);
+		assert_non_null(p);
+		p[7] = i; /* not the free list's words */
+		while (i - atomic_load_explicit(&r->tail, memory_order_acquire) == RING_SLOTS)
+			sched_yield();
+		r->slot[i % RING_SLOTS] = p;
+		atomic_store_explicit(&r->head, i + 1, memory_order_release);
+	}
+	return NULL;
+}
+
+static void *ring_consume(void *arg)
+{
+	struct ring *r = arg;
+	for (unsigned i = 0; i < RING_OBJECTS; i++) {
+		while (atomic_load_explicit(&r->head, memory_order_acquire) == i)
+			sched_yield();
+		uint64_t *p = r->slot[i % RING_SLOTS];
+		r->sum += p[7];
+		pa_free(p);
+		atomic_store_explicit(&r->tail, i + 1, memory_order_release);
+	}
+	return NULL;
+}
+
+/* Every object arrives once (the sum of 0 .. n-1) and, with both threads
+ * gone and the stashes emptied, every span the hand-off made has gone back:
+ * no batch was lost or given twice between the two threads. */
+static void a_producer_and_its_consumer_hand_off_every_object_once(void **state)
+{
+	(void)state;
+	unsigned cls = pa_size_to_class(OBJ);
+	pa_thread_cache_flush();
+	size_t spans = class_spans(cls);
+	static struct ring r;
+	pthread_t prod, cons;
+	assert_int_equal(pthread_create(&prod, NULL, ring_produce, &r), 0);
+	assert_int_equal(pthread_create(&cons, NULL, ring_consume, &r), 0);
+	assert_int_equal(pthread_join(prod, NULL), 0);
+	assert_int_equal(pthread_join(cons, NULL), 0);
+	TU_EQ(r.sum, (uint64_t)RING_OBJECTS * (RING_OBJECTS - 1u) / 2u);
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+	TU_EQ(class_spans(cls), spans);
+	struct pa_malloc_stats m;
+	assert_int_equal(pa_malloc_stats(&m), 0);
+	TU_EQ(m.classes[cls].objects, 0);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	return pa_config_set("scavenger", "off") | pa_config_set("prof", "off");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    TU_TEST(a_consumer_s_stashed_batches_go_whole_to_its_producer),
+	    TU_TEST(a_producer_and_its_consumer_hand_off_every_object_once),
+	};
+	return cmocka_run_group_tests(tests, setup, NULL);
+}
