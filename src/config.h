@@ -48,7 +48,7 @@ struct pa_config {
 	                                     * guard page before it, not its end after */
 	size_t numa;                        /* enum pa_numa_mode: off, on (per-node heaps where
 	                                     * the machine has several nodes), interleave */
-	size_t numa_fake;                   /* 0, or pretend nodes (numa.h): tests */
+	size_t numa_fake;                   /* 0, or pretend nodes (node.h): tests */
 	size_t live;                        /* 1: publish the heap's figures in a live file
 	                                     * that `pagealloc stat` reads (live.h) */
 	char map_prefix[PA_CONF_PATH_MAX];  /* the heap map at exit, PREFIX.PID.map

@@ -76,7 +76,7 @@ enum pa_cache_mode {
 	PA_CACHE_RSEQ = 2,   /* restartable sequences, no atomics on fast paths */
 };
 
-/* NUMA (numa.h): the most per-node page heaps the default heap splits
+/* NUMA (node.h): the most per-node page heaps the default heap splits
  * into, and PAGEALLOC_CONF's numa=off|on|interleave, in this order. */
 #define PA_NUMA_MAX_NODES 8u
 enum pa_numa_mode {

@@ -10,7 +10,7 @@
  * done after the build, outside every allocator lock, by the thread that
  * built it; a forked child restarts the thread on its next heap call.
  *
- * NUMA (numa.h): on a machine with several nodes the default heap is one
+ * NUMA (node.h): on a machine with several nodes the default heap is one
  * page heap and one per-CPU cache set per node, node_heaps[i] in the i-th
  * window, all served by the one scavenger. An allocation takes the calling
  * CPU's node (its cache set, its heap); a free goes to the heap whose window
@@ -25,7 +25,7 @@
 
 #include "config.h"
 #include "msg.h"
-#include "numa.h"
+#include "node.h"
 #include "os.h"
 #include "pagealloc.h"
 #include "pagecache.h"
@@ -288,11 +288,11 @@ static int node_heaps_init(const struct pa_pageheap_opts *base_opts)
 /* The heaps (one, or one per node) and their caches; 0 or -1. */
 static int heaps_init(void)
 {
-	numa_topology(&numa, (enum pa_numa_mode)pa_conf.numa, (unsigned)pa_conf.numa_fake);
+	node_topology(&numa, (enum pa_numa_mode)pa_conf.numa, (unsigned)pa_conf.numa_fake);
 	struct pa_pageheap_opts opts = {.arena_bytes = pa_conf.arena_size};
 	/* numa_fake=1 makes one per-node heap: a node's layout on one node. */
 	if ((numa.nodes > 1 || numa.fake) && node_heaps_init(&opts) != 0)
-		numa_topology(&numa, PA_NUMA_OFF, 0);
+		node_topology(&numa, PA_NUMA_OFF, 0);
 	if (numa.base == 0) {
 		if (pa_conf.numa == PA_NUMA_INTERLEAVE && numa.online_mask != 0) {
 			opts.mpol = OS_MPOL_INTERLEAVE;
@@ -374,7 +374,7 @@ static inline unsigned node_here(void)
 {
 	if (__builtin_expect(numa.nodes == 1, 1))
 		return 0;
-	return numa_node_of_cpu(&numa, pagecache_current_cpu(&node_caches[0]));
+	return node_of_cpu(&numa, pagecache_current_cpu(&node_caches[0]));
 }
 
 void *pa_pages_alloc(size_t npages)
@@ -405,7 +405,7 @@ void *pa_pages_alloc(size_t npages)
 static void pages_free_quiet(struct pa_pageheap *h, void *p, size_t npages)
 {
 	enum pa_page_fault f = PA_PAGE_NOT_HEAP;
-	int n = h != NULL ? numa_node_of_addr(&numa, (uintptr_t)p) : -1;
+	int n = h != NULL ? node_of_addr(&numa, (uintptr_t)p) : -1;
 	if (n >= 0 && npages != 0 && npages < PA_CACHE_MAX_PAGES)
 		f = pagecache_free(&node_caches[n], (uintptr_t)p, npages);
 	else if (n >= 0)
@@ -573,7 +573,7 @@ int pages_alloc_at(uintptr_t addr, size_t npages)
 {
 	if (default_heap_get() == NULL)
 		return 0;
-	int n = numa_node_of_addr(&numa, addr);
+	int n = node_of_addr(&numa, addr);
 	return n >= 0 && pageheap_alloc_at(&node_heaps[n], addr, npages, NULL);
 }
 

@@ -27,7 +27,7 @@ void pages_background(void);
 
 /* npages contiguous pages, or 0 (errno = ENOMEM). *scav (if non-NULL) gets
  * how many of them were released to the OS and read as zero. They come
- * from the calling CPU's NUMA node (numa.h). */
+ * from the calling CPU's NUMA node (node.h). */
 uintptr_t pages_alloc(size_t npages, size_t *scav);
 
 /* The same from node's page heap (node < pa_numa_nodes(); -1: the calling

@@ -370,7 +370,7 @@ static void print_profile(struct out *o)
 	}
 }
 
-/* The per-node heaps, when the default heap is split (numa.h): a line each. */
+/* The per-node heaps, when the default heap is split (node.h): a line each. */
 static void print_numa(struct out *o)
 {
 	unsigned nodes = pa_numa_nodes();

@@ -62,7 +62,7 @@ LAYERS = [
     # The process-wide default page heap as the malloc layer sees it.
     ("pages", ["pages"]),
     # The machine's memory nodes: how the default heap splits per node.
-    ("NUMA topology", ["numa"]),
+    ("NUMA topology", ["node"]),
     ("page caches, scavenger", ["pagecache", "scavenger"]),
     ("page heap", ["pageheap"]),
     ("chunks", ["chunk"]),

@@ -1,5 +1,5 @@
 /*
- * numa.h — the machine's memory nodes as the page level sees them: how many
+ * node.h — the machine's memory nodes as the page level sees them: how many
  * page heaps the default heap is split into, which CPU takes its pages from
  * which, where each heap lives and how its memory is placed.
  *
@@ -30,8 +30,8 @@
  *
  * Set once at the build under pages.c's init lock, read-only after.
  */
-#ifndef PA_NUMA_H
-#define PA_NUMA_H
+#ifndef PA_NODE_H
+#define PA_NODE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -64,11 +64,11 @@ struct pa_numa {
 /* Read the topology and decide the split for mode and numa_fake (0: the
  * machine's own nodes). Never allocates. Leaves t->nodes == 1 unless more
  * than one heap is wanted and possible; the windows are the caller's. */
-void numa_topology(struct pa_numa *t, enum pa_numa_mode mode, unsigned fake);
+void node_topology(struct pa_numa *t, enum pa_numa_mode mode, unsigned fake);
 
 /* The heap that owns addr: its node index, or -1 outside every window
  * (with one heap: 0, which checks the address itself). */
-static inline int numa_node_of_addr(const struct pa_numa *t, uintptr_t addr)
+static inline int node_of_addr(const struct pa_numa *t, uintptr_t addr)
 {
 	if (t->nodes == 1)
 		return 0;
@@ -77,7 +77,7 @@ static inline int numa_node_of_addr(const struct pa_numa *t, uintptr_t addr)
 }
 
 /* The heap of CPU id cpu (-1, unknown: node 0). */
-static inline unsigned numa_node_of_cpu(const struct pa_numa *t, int cpu)
+static inline unsigned node_of_cpu(const struct pa_numa *t, int cpu)
 {
 	return (unsigned)cpu < PA_CACHE_MAX_CPUS ? t->node_of_cpu[cpu] : 0;
 }

@@ -1,10 +1,10 @@
 /*
- * numa.c — reading the machine's nodes and choosing the split (numa.h).
+ * node.c — reading the machine's nodes and choosing the split (node.h).
  *
  * sysfs lists nodes and CPUs as ranges ("0-3,8-11\n"). The files are small
  * and read into a buffer on the stack; nothing here allocates.
  */
-#include "numa.h"
+#include "node.h"
 
 #include <string.h>
 
@@ -86,7 +86,7 @@ static void cpulist_path(char *buf, unsigned id)
 	memcpy(p, tail, sizeof(tail));
 }
 
-void numa_topology(struct pa_numa *t, enum pa_numa_mode mode, unsigned fake)
+void node_topology(struct pa_numa *t, enum pa_numa_mode mode, unsigned fake)
 {
 	memset(t, 0, sizeof(*t));
 	t->nodes = 1;
