@@ -9,8 +9,9 @@
  *   pa_malloc(n) ── n <= 32 KiB ──► class ─► this thread's list ─pop─► object
  *        │                                        └─ empty: tcache_alloc_slow (central batch)
  *        └─ larger ──► alloc_large: the newest large slot, or large_alloc (large.h)
- *   pa_free(p) ── page map (the thread's leaf) ─► class, span ─► checks ─► push on the list of the
- * class └─ full, or class 0 (large): free_slow (central batch; large slots or the heap)
+ *   pa_free(p) ── page map ─► class, span ─► checks ─► push on this thread's list
+ *                                                └─ full, or class 0 (large): free_slow
+ *                                                   (central batch; large slots or the heap)
  *
  * An object of a heap of its own (heap.h: pa_heap_malloc) fails the fast
  * path's bump check on purpose: the slow path hands it to its heap.
@@ -490,18 +491,17 @@ static inline struct pa_span **free_leaf_miss(struct pa_tcache *tc, uintptr_t r)
 
 /* Which check does block p fail? PA_OBJ_FOREIGN .. PA_OBJ_DOUBLE_FREE, or
  * -1 when it is a live block; *span gets its span. With `fast` (pa_free's
- * fast path, a constant) the page map's leaf is tc's when p is in its GiB
- * (free_leaf_miss otherwise), *cls gets the page's class byte, which the
- * push uses (so it waits for one load after p, not for the record), the
- * lookup skips its bound check (the checks after it are exact), the alloc
- * bit is not read (a load whose
- * address depends on the object index cost ~5 ns per pair, docs/design.md)
- * and the bound is fbump, not bump: while no page of the span is released
- * the bump index and the free-key catch the same faults unless the freed
- * block was written after the free (the bit is checked again when the
- * object returns to its span); after, fbump is 0 and every block fails.
- * A block that fails the fast checks is checked again without `fast`
- * (free_other), which frees it or names its fault. */
+ * fast path, a constant): the page map's leaf is tc's when p is in its GiB
+ * (else free_leaf_miss's), *cls gets the page's class byte, which the push
+ * uses (it then waits for one load after p, not for the record), the lookup
+ * skips its bound check (the checks after it are exact), the alloc bit is
+ * not read (a load whose address depends on the object index cost ~5 ns
+ * per pair, docs/design.md) and the bound is fbump, not bump: while no page
+ * of the span is released the bump index and the free-key catch the same
+ * faults unless the freed block was written after the free (the bit is
+ * checked again when the object returns to its span); after, fbump is 0
+ * and every block fails. A block that fails the fast checks is checked
+ * again without `fast` (free_other), which frees it or names its fault. */
 static inline __attribute__((always_inline)) int
 block_check_as(void *p, struct pa_span **span, struct pa_tcache *tc, size_t *cls, int fast)
 {
