@@ -5,6 +5,8 @@
 #                      force-included: malloc/free are pa_malloc/pa_free. The
 #                      target itself comes from CMakeLists.txt's bench/*.c glob
 #                      (linked with pagealloc_static); seed000-frag likewise.
+#   leaf-switch        bench/leaf_switch.c likewise: pa_free's frees moving
+#                      between the page map's leaves.
 #   malloc-pairs-libc  the same source, not linked with libpagealloc: it calls
 #                      the C library's malloc, which LD_PRELOAD of jemalloc,
 #                      tcmalloc or mimalloc replaces (tools/bench-malloc.sh).
@@ -14,10 +16,12 @@ if(NOT PA_BUILD_BENCH)
 	return()
 endif()
 
-if(TARGET malloc-pairs)
-	target_compile_options(malloc-pairs PRIVATE
-		-include ${PROJECT_SOURCE_DIR}/bench/pa_as_malloc.h)
-endif()
+foreach(exe malloc-pairs leaf-switch)
+	if(TARGET ${exe})
+		target_compile_options(${exe} PRIVATE
+			-include ${PROJECT_SOURCE_DIR}/bench/pa_as_malloc.h)
+	endif()
+endforeach()
 
 add_executable(malloc-pairs-libc ${PROJECT_SOURCE_DIR}/bench/malloc_pairs.c)
 target_link_libraries(malloc-pairs-libc PRIVATE Threads::Threads)

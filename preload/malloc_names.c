@@ -65,14 +65,17 @@ _Static_assert(_Generic((size_t)0, unsigned long : 1, default : 0),
 /* pa_free_sized's rule at pa_free's cost and one compare: pa_free's fast
  * checks, then free_block_as holds the size to the block's class size;
  * free_sized_other frees or names whatever they do not pass. */
-static inline void delete_sized_as(void *p, size_t size, const char *func)
+static inline __attribute__((always_inline)) void delete_sized_as(void *p, size_t size,
+                                                                  const char *func)
 {
+	struct pa_tcache *tc = tcache_self;
 	struct pa_span *s;
-	if (__builtin_expect(block_check_as(p, &s, 1) >= 0, 0)) {
+	size_t cls;
+	if (__builtin_expect(block_check_as(p, &s, tc, &cls, 1) >= 0, 0)) {
 		free_sized_other(p, size, func);
 		return;
 	}
-	free_block_as(s, p, size, func);
+	free_block_as(tc, s, cls, p, size, func);
 }
 
 static void delete_sized(void *p, size_t size)

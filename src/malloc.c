@@ -9,7 +9,7 @@
  *   pa_malloc(n) ── n <= 32 KiB ──► class ─► this thread's list ─pop─► object
  *        │                                        └─ empty: tcache_alloc_slow (central batch)
  *        └─ larger ──► alloc_large: the newest large slot, or large_alloc (large.h)
- *   pa_free(p) ── page map ─► span ─► checks ─► push on this thread's list of the class
+ *   pa_free(p) ── page map ─► class, span ─► checks ─► push on this thread's list
  *                                                └─ full, or class 0 (large): free_slow
  *                                                   (central batch; large slots or the heap)
  *
@@ -476,21 +476,51 @@ static void __attribute__((noinline)) free_slow(struct pa_span *s, void *p)
 
 /* ---- checking a pointer -------------------------------------------------- */
 
+/* pa_free's page-map leaf for root index r when it is not the one the
+ * thread's cache holds (tcache.h: leaf): the root's, or NULL. A real cache
+ * then holds it (not a placeholder, which every thread reads). */
+static inline struct pa_span **free_leaf_miss(struct pa_tcache *tc, uintptr_t r)
+{
+	struct pa_span **leaf = pagemap_leaf(r);
+	if (leaf != NULL && r < PA_PAGEMAP_ROOT_LEN && tc->max[1] != 0) {
+		tc->leaf_r = r;
+		tc->leaf = leaf;
+	}
+	return leaf;
+}
+
 /* Which check does block p fail? PA_OBJ_FOREIGN .. PA_OBJ_DOUBLE_FREE, or
  * -1 when it is a live block; *span gets its span. With `fast` (pa_free's
- * fast path, a constant) the page map lookup skips its bound check (the
- * checks after it are exact), the alloc bit is not read (a load whose
- * address depends on the object index cost ~5 ns per pair, docs/design.md)
- * and the bound is fbump, not bump: while no page of the span is released
- * the bump index and the free-key catch the same faults unless the freed
- * block was written after the free (the bit is checked again when the
- * object returns to its span); after, fbump is 0 and every block fails.
- * A block that fails the fast checks is checked again without `fast`
- * (free_other), which frees it or names its fault. */
-static inline int block_check_as(void *p, struct pa_span **span, int fast)
+ * fast path, a constant): the page map's leaf is tc's when p is in its GiB
+ * (else free_leaf_miss's), *cls gets the page's class byte, which the push
+ * uses (it then waits for one load after p, not for the record), the lookup
+ * skips its bound check (the checks after it are exact), the alloc bit is
+ * not read (a load whose address depends on the object index cost ~5 ns
+ * per pair, docs/design.md) and the bound is fbump, not bump: while no page
+ * of the span is released the bump index and the free-key catch the same
+ * faults unless the freed block was written after the free (the bit is
+ * checked again when the object returns to its span); after, fbump is 0
+ * and every block fails. A block that fails the fast checks is checked
+ * again without `fast` (free_other), which frees it or names its fault. */
+static inline __attribute__((always_inline)) int
+block_check_as(void *p, struct pa_span **span, struct pa_tcache *tc, size_t *cls, int fast)
 {
 	uintptr_t a = (uintptr_t)p;
-	struct pa_span *s = fast ? pagemap_lookup_unchecked(a) : pagemap_lookup(a);
+	struct pa_span *s;
+	if (fast) {
+		struct pa_span **leaf = tc->leaf;
+		uintptr_t r = a >> PA_PAGEMAP_LEAF_SHIFT;
+		if (__builtin_expect(r != tc->leaf_r, 0)) {
+			leaf = free_leaf_miss(tc, r);
+			if (leaf == NULL) {
+				*span = NULL;
+				return PA_OBJ_FOREIGN;
+			}
+		}
+		s = pagemap_leaf_lookup(leaf, a, cls);
+	} else {
+		s = pagemap_lookup(a);
+	}
 	*span = s;
 	if (__builtin_expect(s == NULL, 0))
 		return PA_OBJ_FOREIGN;
@@ -510,7 +540,7 @@ static inline int block_check_as(void *p, struct pa_span **span, int fast)
 
 static inline int block_check(void *p, struct pa_span **span)
 {
-	return block_check_as(p, span, 0);
+	return block_check_as(p, span, NULL, NULL, 0);
 }
 
 /* Out of line, so the fast paths keep no frame for the report. */
@@ -529,11 +559,10 @@ static void free_sized_other(void *p, size_t size, const char *func);
  * large block (class size 0, no room), a full list, and every block under
  * memcheck (no thread cache: no room), whose bound is the size asked for.
  * free_block's NULL, a constant, leaves no code for it. */
-static inline void free_block_as(struct pa_span *s, void *p, size_t size, const char *func)
+static inline void free_block_as(struct pa_tcache *tc, struct pa_span *s, size_t cls, void *p,
+                                 size_t size, const char *func)
 {
-	unsigned cls = s->cls;
 	void **o = p;
-	struct pa_tcache *tc = tcache_self;
 	int full = tc->freed[cls] == tc->limit[cls];
 	if (func != NULL && __builtin_expect(size > pa_sizeclasses[cls].size || full, 0)) {
 		free_sized_other(p, size, func);
@@ -552,7 +581,7 @@ static inline void free_block_as(struct pa_span *s, void *p, size_t size, const 
 
 static inline void free_block(struct pa_span *s, void *p)
 {
-	free_block_as(s, p, 0, NULL);
+	free_block_as(tcache_self, s, s->cls, p, 0, NULL);
 }
 
 /* Checked block p of a heap's span s (span_heaps) into its heap, under the
@@ -647,13 +676,15 @@ static void __attribute__((noinline)) free_other(void *p)
 
 void pa_free(void *p)
 {
+	struct pa_tcache *tc = tcache_self;
 	struct pa_span *s;
+	size_t cls;
 	/* NULL is never in the page map: it takes free_other's path. */
-	if (__builtin_expect(block_check_as(p, &s, 1) >= 0, 0)) {
+	if (__builtin_expect(block_check_as(p, &s, tc, &cls, 1) >= 0, 0)) {
 		free_other(p);
 		return;
 	}
-	free_block(s, p);
+	free_block_as(tc, s, cls, p, 0, NULL);
 }
 
 /* A free_sized or free_aligned_sized of p that failed the page map's checks:

@@ -11,7 +11,7 @@ struct pa_span **pagemap_root[PA_PAGEMAP_ROOT_LEN];
 pa_lock pagemap_leaf_lock = PA_LOCK_INIT;
 static size_t leaves; /* committed, under pagemap_leaf_lock */
 
-#define LEAF_BYTES (PA_PAGEMAP_LEAF_LEN * sizeof(struct pa_span *))
+#define LEAF_BYTES (PA_PAGEMAP_LEAF_LEN * (sizeof(struct pa_span *) + 1))
 
 static struct pa_span **leaf_get(uintptr_t r)
 {
@@ -38,7 +38,7 @@ static struct pa_span **leaf_get(uintptr_t r)
 	return leaf;
 }
 
-int pagemap_set(uintptr_t base, size_t npages, struct pa_span *s)
+int pagemap_set_class(uintptr_t base, size_t npages, struct pa_span *s, unsigned cls)
 {
 	for (size_t i = 0; i < npages;) {
 		uintptr_t a = base + i * PA_PAGE_SIZE;
@@ -51,8 +51,11 @@ int pagemap_set(uintptr_t base, size_t npages, struct pa_span *s)
 		if (leaf == NULL)
 			return s != NULL ? -1 : 0;
 		size_t j = (a >> PA_PAGE_SHIFT) & (PA_PAGEMAP_LEAF_LEN - 1);
-		for (; j < PA_PAGEMAP_LEAF_LEN && i < npages; j++, i++)
+		uint8_t *classes = (uint8_t *)(leaf + PA_PAGEMAP_LEAF_LEN);
+		for (; j < PA_PAGEMAP_LEAF_LEN && i < npages; j++, i++) {
+			__atomic_store_n(&classes[j], (uint8_t)cls, __ATOMIC_RELAXED);
 			__atomic_store_n(&leaf[j], s, __ATOMIC_RELAXED);
+		}
 	}
 	return 0;
 }

@@ -11,13 +11,19 @@
  * spans are (8 bytes per 8 KiB page: 1/1024 of the heap). Untouched entries
  * read as zero: a pointer the heap never owned maps to NULL, whatever it is.
  * The geometry keeps what a small process reserves small (root plus one
- * leaf, 2 MiB, the least two levels allow) because reserved space counts
+ * leaf, 2.1 MiB, the least two levels allow) because reserved space counts
  * against an address-space limit (ulimit -v): 16 GiB leaves, 16 MiB each,
  * took a quarter of a 64 MiB limit.
  *
  * Entries: every page of a small-object span maps to the span; a large
  * object maps only its first page (interior pages read NULL, see
- * span_find_owner for the slow search used to name a fault).
+ * span_find_owner for the slow search used to name a fault). After its
+ * span pointers a leaf holds one byte per page, the class of the span's
+ * objects (0: a large object, or none), written with the pointer: pa_free
+ * pushes with it, so its push does not wait for the span record (a leaf
+ * is then 1.125 MiB of address space; the bytes cost 1/8192 of the heap).
+ * A thread's cache holds the leaf its last pa_free used (tcache.h), which
+ * takes the root's load off that path too (docs/design.md, *Page map*).
  *
  * Concurrency: entries are written by the thread that owns the span's pages
  * (creating or retiring the span) before any object of it is handed out or
@@ -59,27 +65,45 @@ static inline struct pa_span *pagemap_lookup(uintptr_t p)
 	                       __ATOMIC_RELAXED);
 }
 
-/* pagemap_lookup for pointers above the 47-bit space too, without a bound
- * check: their top bits are masked off, so the result is some span or NULL.
- * Only for callers that then check p against the span exactly (an address
- * past 2^47 is at least 2^47 bytes from any span base, so it never passes
- * an exact object-start check: a large span's base, or off == i * size with
- * i < 2^32 and size <= 2^15, so off < 2^47). */
-static inline struct pa_span *pagemap_lookup_unchecked(uintptr_t p)
+/* A leaf's class bytes: PA_PAGEMAP_LEAF_LEN of them after its pointers. */
+static inline const uint8_t *pagemap_leaf_classes(struct pa_span *const *leaf)
 {
-	struct pa_span **leaf =
-	    __atomic_load_n(&pagemap_root[(p >> PA_PAGEMAP_LEAF_SHIFT) & (PA_PAGEMAP_ROOT_LEN - 1)],
-	                    __ATOMIC_ACQUIRE);
-	if (__builtin_expect(leaf == NULL, 0))
-		return NULL;
-	return __atomic_load_n(&leaf[(p >> PA_PAGE_SHIFT) & (PA_PAGEMAP_LEAF_LEN - 1)],
-	                       __ATOMIC_RELAXED);
+	return (const uint8_t *)(leaf + PA_PAGEMAP_LEAF_LEN);
 }
 
-/* Map npages pages at base (page-aligned) to s (NULL: unmap). Committing a
- * new leaf may fail, as does a page above the map's 47 bits: -1 (ENOMEM),
- * else 0. Unmapping never fails. */
-int pagemap_set(uintptr_t base, size_t npages, struct pa_span *s);
+/* The leaf of root index r, or NULL. An r past the root (an address above
+ * the 47-bit space) is masked to it, without a bound check: the result is
+ * some leaf or NULL, so only for callers that then check p against the span
+ * exactly (an address past 2^47 is at least 2^47 bytes from any span base,
+ * so it never passes an exact object-start check: a large span's base, or
+ * off == i * size with i < 2^32 and size <= 2^15, so off < 2^47). */
+static inline struct pa_span **pagemap_leaf(uintptr_t r)
+{
+	return __atomic_load_n(&pagemap_root[r & (PA_PAGEMAP_ROOT_LEN - 1)], __ATOMIC_ACQUIRE);
+}
+
+/* The span owning the page of p, or NULL, in leaf, the leaf of p; *cls: the
+ * class of the span's objects, 0 for a large object or none. pa_free pushes
+ * with this class, not the record's: the push then waits for one load that
+ * depends on p, not for the record behind the span pointer. */
+static inline struct pa_span *pagemap_leaf_lookup(struct pa_span *const *leaf, uintptr_t p,
+                                                  size_t *cls)
+{
+	size_t i = (p >> PA_PAGE_SHIFT) & (PA_PAGEMAP_LEAF_LEN - 1);
+	*cls = __atomic_load_n(&pagemap_leaf_classes(leaf)[i], __ATOMIC_RELAXED);
+	return __atomic_load_n(&leaf[i], __ATOMIC_RELAXED);
+}
+
+/* Map npages pages at base (page-aligned) to s, whose objects are of class
+ * cls (NULL: unmap, cls 0). Committing a new leaf may fail, as does a page
+ * above the map's 47 bits: -1 (ENOMEM), else 0. Unmapping never fails. */
+int pagemap_set_class(uintptr_t base, size_t npages, struct pa_span *s, unsigned cls);
+
+/* pagemap_set_class for a large object's page (class 0), or to unmap. */
+static inline int pagemap_set(uintptr_t base, size_t npages, struct pa_span *s)
+{
+	return pagemap_set_class(base, npages, s, 0);
+}
 
 /* Bytes of committed leaves (address space; touched pages are fewer). */
 size_t pagemap_committed_bytes(void);

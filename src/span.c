@@ -132,7 +132,7 @@ int span_init_small(struct pa_span *s, unsigned cls, uintptr_t base)
 	memset(s->alloc, 0, span_alloc_words(cls) * sizeof(s->alloc[0]));
 	if (cls == 0)
 		s->alloc[1] = 0; /* span_sample: none */
-	return pagemap_set(base, s->npages, s);
+	return pagemap_set_class(base, s->npages, s, cls);
 }
 
 size_t span_meta_trim(int force)

@@ -18,10 +18,10 @@
 #include "threadstats.h"
 #include "vg.h"
 
-struct pa_tcache tcache_empty;
+struct pa_tcache tcache_empty = {.leaf_r = TCACHE_NO_LEAF};
 /* A thread whose cache was handed back at exit: bound 0, like tcache_empty,
  * but its slow paths do not build a new cache. */
-static struct pa_tcache tcache_gone;
+static struct pa_tcache tcache_gone = {.leaf_r = TCACHE_NO_LEAF};
 
 __thread struct pa_tcache *tcache_self __attribute__((tls_model("initial-exec"))) = &tcache_empty;
 
@@ -122,6 +122,7 @@ static struct pa_tcache *tcache_build(void)
 		return NULL;
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
 		tcache_list_set(tc, cls, 0, 1);
+	tc->leaf_r = TCACHE_NO_LEAF;
 	tc->prof.rng = 0;
 	tc->prof.busy = 0;
 	tcache_sample_start(tc);

@@ -102,6 +102,14 @@ struct pa_tcache {
 	 * wrap. limit, freed and max are written with relaxed atomic stores
 	 * (the stats read them). */
 	uint64_t limit[PA_SC_NUM_CLASSES]; /* first: gcc then stores it without an add */
+	/* The page map's leaf that pa_free last looked up (pagemap.h), and
+	 * its root index: pa_free of an address in it takes the leaf from here
+	 * and loads nothing that depends on the address before the page's
+	 * class byte (docs/design.md). Leaves live for ever, so the pointer
+	 * never goes stale. TCACHE_NO_LEAF in the placeholders, which no
+	 * thread writes: it matches no address. */
+	uintptr_t leaf_r;
+	struct pa_span **leaf;
 	uint64_t freed[PA_SC_NUM_CLASSES];
 	void *head[PA_SC_NUM_CLASSES];
 	uint32_t max[PA_SC_NUM_CLASSES];
@@ -148,6 +156,9 @@ struct pa_tcache {
 	/* Registry links, under the registry lock. */
 	struct pa_tcache *next, **prevnext;
 };
+
+/* leaf_r of a cache that holds no leaf: above every root index. */
+#define TCACHE_NO_LEAF UINTPTR_MAX
 
 extern struct pa_tcache tcache_empty PA_HIDDEN;
 extern __thread struct pa_tcache *tcache_self __attribute__((tls_model("initial-exec")));

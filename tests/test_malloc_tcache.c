@@ -1008,6 +1008,109 @@ static void fbump_is_bump_until_a_page_is_released(void **state)
 	pa_thread_cache_flush();
 }
 
+/* ---- pa_free's page-map leaf (tcache.h: leaf; pagemap.h: class bytes) -------- */
+
+struct free_leaf {
+	int cached;                  /* the thread has a cache (not under memcheck) */
+	unsigned cls_pages;          /* every page of a multi-page span: its class byte and span */
+	unsigned large_cls;          /* a large block's first page's class byte */
+	int empty_leaf_r_kept;       /* a cacheless thread's free left the placeholder alone */
+	int first_misses, refreshed; /* a free with no leaf held: takes the root's, pushes */
+	int other_misses, other_ok;  /* a free with another GiB's leaf held: the same */
+	int hit_pushes;              /* a free in the held leaf pushes */
+};
+
+/* A class of at least two pages (sizeclass_table.h). */
+static unsigned multi_page_class(void)
+{
+	for (unsigned c = 1; c < PA_SC_NUM_CLASSES; c++)
+		if (pa_sizeclasses[c].pages >= 2)
+			return c;
+	return 0;
+}
+
+static void *cacheless_free_thread(void *arg)
+{
+	pa_free(arg);
+	return NULL;
+}
+
+static void *free_leaf_thread(void *arg)
+{
+	struct free_leaf *r = arg;
+	unsigned c = multi_page_class();
+	void *m = pa_malloc(pa_sizeclasses[c].size);
+	struct pa_span *s = pagemap_lookup((uintptr_t)m);
+	uintptr_t base = span_base(s);
+	for (unsigned k = 0; k < s->npages; k++) {
+		uintptr_t a = base + k * PA_PAGE_SIZE;
+		size_t cls = 99;
+		struct pa_span *got =
+		    pagemap_leaf_lookup(pagemap_leaf(a >> PA_PAGEMAP_LEAF_SHIFT), a, &cls);
+		r->cls_pages += got == s && cls == c;
+	}
+	void *big = pa_malloc(100000);
+	size_t big_cls = 99;
+	uintptr_t b = (uintptr_t)big;
+	pagemap_leaf_lookup(pagemap_leaf(b >> PA_PAGEMAP_LEAF_SHIFT), b, &big_cls);
+	r->large_cls = (unsigned)big_cls;
+	pa_free(big);
+	pa_free(m);
+
+	struct pa_tcache *tc = tcache_real();
+	r->cached = tc != NULL;
+	if (tc == NULL)
+		return NULL;
+	unsigned c16 = pa_size_to_class(16);
+	void *p[3];
+	for (int k = 0; k < 3; k++)
+		p[k] = pa_malloc(16);
+	uintptr_t leaf_r = (uintptr_t)p[0] >> PA_PAGEMAP_LEAF_SHIFT;
+	struct pa_span **leaf = pagemap_leaf(leaf_r);
+
+	tc->leaf_r = TCACHE_NO_LEAF;
+	uint32_t n = tcache_list_count(tc, c16);
+	pa_free(p[0]);
+	r->first_misses = tcache_list_count(tc, c16) == n + 1;
+	r->refreshed = tc->leaf_r == leaf_r && tc->leaf == leaf;
+
+	tc->leaf_r = leaf_r ^ 1; /* as if the last free had been in the next GiB */
+	pa_free(p[1]);
+	r->other_misses = tcache_list_count(tc, c16) == n + 2;
+	r->other_ok = tc->leaf_r == leaf_r && tc->leaf == leaf;
+
+	pa_free(p[2]);
+	r->hit_pushes = tcache_list_count(tc, c16) == n + 3 && tc->leaf_r == leaf_r;
+
+	void *q = pa_malloc(16);
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, cacheless_free_thread, q), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	r->empty_leaf_r_kept = tcache_empty.leaf_r == TCACHE_NO_LEAF;
+	return NULL;
+}
+
+static void pa_free_takes_the_class_from_the_leaf_it_last_used(void **state)
+{
+	(void)state;
+	struct free_leaf r;
+	memset(&r, 0, sizeof(r));
+	unsigned c = multi_page_class();
+	assert_true(c != 0);
+	run_in_thread(free_leaf_thread, &r);
+	TU_EQ(r.cls_pages, pa_sizeclasses[c].pages);
+	TU_EQ(r.large_cls, 0);
+	if (r.cached) {
+		TU_EQ(r.first_misses, 1);
+		TU_EQ(r.refreshed, 1);
+		TU_EQ(r.other_misses, 1);
+		TU_EQ(r.other_ok, 1);
+		TU_EQ(r.hit_pushes, 1);
+		TU_EQ(r.empty_leaf_r_kept, 1);
+	}
+	pa_thread_cache_flush();
+}
+
 /* ---- the sweep's age (span.h: gave_epoch) ------------------------------------- */
 
 struct sweep_age {
@@ -1100,6 +1203,7 @@ int main(void)
 	    TU_TEST(the_large_stash_decays_too),
 	    TU_TEST(live_threads_refill_from_spans_of_their_own),
 	    TU_TEST(fbump_is_bump_until_a_page_is_released),
+	    TU_TEST(pa_free_takes_the_class_from_the_leaf_it_last_used),
 	    TU_TEST(the_sweep_waits_for_a_span_s_age_up_to_an_hour),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
