@@ -258,31 +258,24 @@ static void live_refresh(struct pa_live_header *h, int story)
 	__atomic_store_n(&h->seq, seq + 2, __ATOMIC_RELEASE);
 }
 
-/* `pagealloc profile PID`: the heap profile into PATH.pb.gz beside this
- * process's file (its directory is the user's, 0700), from which the
- * reader moves it where it was asked. This thread holds no lock of the
- * allocator here, and writing a profile allocates nothing (prof.h). */
-static void live_profile(struct pa_live_header *h, uint64_t req)
+/* A reader's request for a file beside this process's (its directory is
+ * the user's, 0700), from which the reader moves it where it was asked:
+ * when *request moved past *served, writer(PATH SUFFIX), then *status (0,
+ * or the errno) and *served. This thread holds no lock of the allocator
+ * here; writing a profile allocates nothing (prof.h), and the heap map's
+ * walk takes the central and heap locks chunk by chunk (heapmap.h). */
+static void live_answer(uint64_t *request, uint64_t *served, uint64_t *status, const char *suffix,
+                        int (*writer)(const char *path))
 {
+	uint64_t req = __atomic_load_n(request, __ATOMIC_ACQUIRE);
+	if (req == *served)
+		return;
 	char path[LIVE_PATH_MAX];
-	uint64_t status = EINVAL;
-	if (path_join(path, live.path, ".pb.gz", NULL) == 0)
-		status = prof_dump(path) == 0 ? 0 : (uint64_t)errno;
-	__atomic_store_n(&h->profile_status, status, __ATOMIC_RELAXED);
-	__atomic_store_n(&h->profile_served, req, __ATOMIC_RELEASE);
-}
-
-/* `pagealloc map PID`: the heap map into PATH.map beside this process's
- * file, as the profile above; the walk takes the central and heap locks
- * chunk by chunk (heapmap.h), none of which this thread holds here. */
-static void live_map(struct pa_live_header *h, uint64_t req)
-{
-	char path[LIVE_PATH_MAX];
-	uint64_t status = EINVAL;
-	if (path_join(path, live.path, ".map", NULL) == 0)
-		status = heapmap_write(path) == 0 ? 0 : (uint64_t)errno;
-	__atomic_store_n(&h->map_status, status, __ATOMIC_RELAXED);
-	__atomic_store_n(&h->map_served, req, __ATOMIC_RELEASE);
+	uint64_t st = EINVAL;
+	if (path_join(path, live.path, suffix, NULL) == 0)
+		st = writer(path) == 0 ? 0 : (uint64_t)errno;
+	__atomic_store_n(status, st, __ATOMIC_RELAXED);
+	__atomic_store_n(served, req, __ATOMIC_RELEASE);
 }
 
 /*
@@ -320,12 +313,10 @@ static uint64_t live_publish(uint32_t **wake_word)
 		live_refresh(h, 1);
 		__atomic_store_n(&h->served, req, __ATOMIC_RELEASE);
 	}
-	req = __atomic_load_n(&h->profile_request, __ATOMIC_ACQUIRE);
-	if (req != h->profile_served)
-		live_profile(h, req);
-	req = __atomic_load_n(&h->map_request, __ATOMIC_ACQUIRE);
-	if (req != h->map_served)
-		live_map(h, req);
+	/* `pagealloc profile PID` and `pagealloc map PID` */
+	live_answer(&h->profile_request, &h->profile_served, &h->profile_status, ".pb.gz",
+	            prof_dump);
+	live_answer(&h->map_request, &h->map_served, &h->map_status, ".map", heapmap_write);
 	return LIVE_PERIOD_NS;
 }
 

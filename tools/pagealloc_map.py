@@ -299,25 +299,9 @@ def ask_map(pid):
     """Ask process pid for its map and wait for it: the map file's path,
     written beside its live file (the caller removes it)."""
     try:
-        live = pagealloc_stat.Live(pid)
+        return pagealloc_stat.Live(pid).fetch("map", "heap map", WAIT_S)
     except pagealloc_stat.StatError as e:
         raise MapError(str(e))
-    req = live.ask("map_request")
-    deadline, polls = time.monotonic() + WAIT_S, 0
-    while (live._u64("map_served") - req) & (2**64 - 1) >= 2**63:
-        polls += 1
-        if polls % 50 == 0 and not live.alive():
-            raise MapError("process %d exited before it wrote its heap map" % pid)
-        if time.monotonic() >= deadline:
-            if pagealloc_stat.maps_file(pid, live.st) is False:
-                raise MapError("process %d no longer runs on libpagealloc (it exec'd)" % pid)
-            raise MapError("process %d did not write its heap map within %d s" % (pid, WAIT_S))
-        time.sleep(0.002)
-    status = live._u64("map_status")
-    if status != 0:
-        raise MapError("process %d could not write its heap map: %s" %
-                       (pid, os.strerror(status)))
-    return live.path + ".map"
 
 
 USAGE = """usage: pagealloc map PID -o FILE.png|FILE.svg [--json]

@@ -208,6 +208,30 @@ class Live:
                 pass  # the writer's next wake serves it
         return req
 
+    def fetch(self, kind, what, wait_s):
+        """Ask the process's own thread to write kind ("profile": a heap
+        profile, PATH.pb.gz; "map": a heap map, PATH.map) beside its live
+        file, and wait up to wait_s s for it: the file's path. `what` names
+        it in the StatError raised when it does not come."""
+        req = self.ask(kind + "_request")
+        deadline, polls = time.monotonic() + wait_s, 0
+        while (self._u64(kind + "_served") - req) & (2**64 - 1) >= 2**63:
+            polls += 1
+            if polls % 50 == 0 and not self.alive():
+                raise StatError("process %d exited before it wrote its %s" % (self.pid, what))
+            if time.monotonic() >= deadline:
+                if maps_file(self.pid, self.st) is False:
+                    raise StatError("process %d no longer runs on libpagealloc (it exec'd)" %
+                                    self.pid)
+                raise StatError("process %d did not write its %s within %d s" %
+                                (self.pid, what, wait_s))
+            time.sleep(0.002)
+        status = self._u64(kind + "_status")
+        if status != 0:
+            raise StatError("process %d could not write its %s: %s" %
+                            (self.pid, what, os.strerror(status)))
+        return self.path + (".pb.gz" if kind == "profile" else ".map")
+
     def served(self, req):
         return (self._u64("served") - req) & (2**64 - 1) < 2**63
 
@@ -266,17 +290,7 @@ def cmd_profile(pid, out):
     """The heap profile of the running process, into OUT: the process's own
     background thread writes it beside its live file (PATH.pb.gz), this
     moves it. Profiles take milliseconds; the wait is up to 10 s."""
-    live = Live(pid)
-    req = live.ask("profile_request")
-    deadline = time.monotonic() + 10
-    while (live._u64("profile_served") - req) & (2**64 - 1) >= 2**63:
-        if time.monotonic() >= deadline:
-            raise StatError("process %d did not write its profile within 10 s" % pid)
-        time.sleep(0.002)
-    status = live._u64("profile_status")
-    if status != 0:
-        raise StatError("process %d could not write its profile: %s" % (pid, os.strerror(status)))
-    src = live.path + ".pb.gz"
+    src = Live(pid).fetch("profile", "profile", 10)
     try:
         shutil.move(src, out)
     except OSError as e:
