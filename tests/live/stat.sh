@@ -70,6 +70,19 @@ grew() {
 	done
 }
 
+# step_grew PID KEY:WANT...: `stat --json` of PID before and after its
+# second step (a line to the coproc T, then its "ready 1"); each figure
+# grew by exactly WANT (grew). Leaves the answers in before.json and after.json.
+step_grew() {
+	local pid=$1 line
+	shift
+	python3 "$stat_py" stat --json "$pid" >"$tmp/before.json" || fail "stat --json failed"
+	echo go >&"${T[1]}"
+	read -r -t 10 -u "${T[0]}" line && [ "$line" = "ready 1" ] || fail "no second ready"
+	python3 "$stat_py" stat --json "$pid" >"$tmp/after.json" || fail "stat --json failed"
+	grew "$tmp/before.json" "$tmp/after.json" "$@"
+}
+
 # The live file of pid, within 10 s (its scavenger thread makes it).
 wait_live_file() {
 	local i
@@ -90,12 +103,7 @@ figures)
 	[ -f "$dir/$pid" ] || fail "no live file $dir/$pid"
 	[ "$(stat -c %a "$dir/$pid")" = 600 ] || fail "file mode $(stat -c %a "$dir/$pid"), want 600"
 	[ "$(stat -c %a "$dir")" = 700 ] || fail "directory mode $(stat -c %a "$dir"), want 700"
-	python3 "$stat_py" stat --json "$pid" >"$tmp/before.json" || fail "stat --json failed"
-	echo go >&"${T[1]}"
-	read -r -t 10 -u "${T[0]}" line && [ "$line" = "ready 1" ] || fail "no second ready"
-	python3 "$stat_py" stat --json "$pid" >"$tmp/after.json" || fail "stat --json failed"
-	grew "$tmp/before.json" "$tmp/after.json" large_objects:8 large_bytes:2097152 \
-		live_objects:1008 heap_alloc:2161152
+	step_grew "$pid" large_objects:8 large_bytes:2097152 live_objects:1008 heap_alloc:2161152
 	live=$(json "$tmp/after.json" live_objects)
 	python3 "$stat_py" stat "$pid" >"$tmp/story" || fail "stat failed"
 	grep -q "^==== pagealloc: the story of the heap of pid $pid " "$tmp/story" ||
@@ -202,12 +210,7 @@ linked)
 	start_target PAGEALLOC_CONF=prof=off
 	pid=$T_PID
 	wait_live_file "$pid"
-	python3 "$stat_py" stat --json "$pid" >"$tmp/before.json" || fail "stat --json failed"
-	echo go >&"${T[1]}"
-	read -r -t 10 -u "${T[0]}" line && [ "$line" = "ready 1" ] || fail "no second ready"
-	python3 "$stat_py" stat --json "$pid" >"$tmp/after.json" || fail "stat --json failed"
-	grew "$tmp/before.json" "$tmp/after.json" large_objects:8 large_bytes:2097152 \
-		live_objects:1008 heap_alloc:2161152
+	step_grew "$pid" large_objects:8 large_bytes:2097152 live_objects:1008 heap_alloc:2161152
 	python3 "$stat_py" stat "$pid" | grep -q "^==== pagealloc: the story of the heap of pid $pid " ||
 		fail "stat: no story"
 	echo go >&"${T[1]}"
@@ -230,11 +233,7 @@ print("ready 1", flush=True); sys.stdin.readline()'
 	read -r -t 20 -u "${T[0]}" line && [ "$line" = "ready 0" ] || fail "python3 did not get ready"
 	pid=$T_PID
 	wait_live_file "$pid"
-	python3 "$stat_py" stat --json "$pid" >"$tmp/before.json" || fail "stat --json failed"
-	echo go >&"${T[1]}"
-	read -r -t 10 -u "${T[0]}" line && [ "$line" = "ready 1" ] || fail "no second ready"
-	python3 "$stat_py" stat --json "$pid" >"$tmp/after.json" || fail "stat --json failed"
-	grew "$tmp/before.json" "$tmp/after.json" large_objects:1 large_bytes:$((1281 * 8192))
+	step_grew "$pid" large_objects:1 large_bytes:$((1281 * 8192))
 	echo go >&"${T[1]}"
 	wait "$T_PID"
 	;;
