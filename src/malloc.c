@@ -109,6 +109,7 @@ static int malloc_init_locked(void)
 	vg_on = vg_memcheck_running();
 	pages_set_fork_hooks(fork_prepare, fork_parent, fork_child);
 	pages_set_sweep(malloc_background);
+	pages_set_grow_hook(pagemap_prepare);
 	prof_init();
 	return 0;
 }

@@ -275,6 +275,7 @@ int pageheap_init(struct pa_pageheap *h, const struct pa_pageheap_opts *opts)
 	h->window_reserved = opts->window_reserved && opts->window_bits != 0;
 	h->mpol = opts->mpol;
 	h->mpol_nodes = opts->mpol_nodes;
+	h->grow_prepare = opts->grow_prepare;
 	h->arena_bytes =
 	    opts->arena_bytes ? PA_ALIGN_UP(opts->arena_bytes, PA_CHUNK_SIZE) : PA_ARENA_DEFAULT;
 	if (opts->window_bits != 0) {
@@ -531,7 +532,8 @@ int pageheap_grow_range_locked(struct pa_pageheap *h, uintptr_t base, size_t npa
 		errno = EINVAL; /* overlaps the heap */
 		return -1;
 	}
-	if (range_list_reserve(&h->ranges, h->ranges.n + 1) != 0)
+	if (range_list_reserve(&h->ranges, h->ranges.n + 1) != 0 ||
+	    (h->grow_prepare != NULL && h->grow_prepare(base, size) != 0))
 		goto nomem;
 	for (unsigned l = 1; l < PA_SUM_LEVELS; l++) {
 		uintptr_t from, to;

@@ -103,6 +103,10 @@ struct pa_pageheap_opts {
 	 * (os_mbind): 0 none, else an enum os_mpol over mpol_nodes. */
 	int mpol;
 	unsigned long mpol_nodes;
+	/* Called, lock held, before [base, base + bytes) joins the heap; a
+	 * nonzero return refuses the growth (ENOMEM). NULL: none. The malloc
+	 * layer commits its page map's leaves here (pages.h). */
+	int (*grow_prepare)(uintptr_t base, size_t bytes);
 };
 
 /* A heap under an address-space limit of at most PA_PLACE_LIMIT_MAX stays in
@@ -134,6 +138,7 @@ struct pa_pageheap {
 	int window_reserved; /* arenas are carved from a window the owner reserved */
 	int mpol;            /* NUMA policy of new arenas (enum os_mpol; 0: none) */
 	unsigned long mpol_nodes;
+	int (*grow_prepare)(uintptr_t base, size_t bytes); /* (the opts' own) */
 	/* Under a limit of at most PA_PLACE_LIMIT_MAX, arenas are placed in
 	 * one aligned PA_PLACE_REGION: this is its address over the region's
 	 * size, plus 1 (a number, not an address: memcheck must not see a

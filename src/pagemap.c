@@ -60,6 +60,19 @@ int pagemap_set_class(uintptr_t base, size_t npages, struct pa_span *s, unsigned
 	return 0;
 }
 
+int pagemap_prepare(uintptr_t base, size_t bytes)
+{
+	if (bytes == 0)
+		return 0;
+	uintptr_t last = (base + bytes - 1) >> PA_PAGEMAP_LEAF_SHIFT;
+	for (uintptr_t r = base >> PA_PAGEMAP_LEAF_SHIFT; r <= last; r++)
+		if (r >= PA_PAGEMAP_ROOT_LEN || leaf_get(r) == NULL) {
+			errno = ENOMEM;
+			return -1;
+		}
+	return 0;
+}
+
 size_t pagemap_committed_bytes(void)
 {
 	return __atomic_load_n(&leaves, __ATOMIC_RELAXED) * LEAF_BYTES;

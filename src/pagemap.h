@@ -99,6 +99,10 @@ static inline struct pa_span *pagemap_leaf_lookup(struct pa_span *const *leaf, u
  * above the map's 47 bits: -1 (ENOMEM), else 0. Unmapping never fails. */
 int pagemap_set_class(uintptr_t base, size_t npages, struct pa_span *s, unsigned cls);
 
+/* Commit the leaves that cover [base, base + bytes) ahead of any span there
+ * (the page heap's growth hook, pages.h): 0, or -1 (ENOMEM). */
+int pagemap_prepare(uintptr_t base, size_t bytes);
+
 /* pagemap_set_class for a large object's page (class 0), or to unmap. */
 static inline int pagemap_set(uintptr_t base, size_t npages, struct pa_span *s)
 {

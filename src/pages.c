@@ -144,6 +144,20 @@ void pages_set_sweep(size_t (*fn)(uint32_t now, uint32_t min_age, int heap_busy)
 	__atomic_store_n(&default_scav.sweep, fn, __ATOMIC_RELEASE);
 }
 
+static int (*grow_hook)(uintptr_t base, size_t bytes);
+
+void pages_set_grow_hook(int (*fn)(uintptr_t base, size_t bytes))
+{
+	__atomic_store_n(&grow_hook, fn, __ATOMIC_RELEASE);
+}
+
+/* Every default heap's grow_prepare (pageheap.h): the hook, if set. */
+static int grow_prepare(uintptr_t base, size_t bytes)
+{
+	int (*fn)(uintptr_t, size_t) = __atomic_load_n(&grow_hook, __ATOMIC_ACQUIRE);
+	return fn != NULL ? fn(base, bytes) : 0;
+}
+
 /* Kept here too: scav_init clears the scavenger, and the hook may come
  * before the heap is built (a constructor of a linked program). */
 static uint64_t (*publish_hook)(uint32_t **wake_word);
@@ -289,7 +303,8 @@ static int node_heaps_init(const struct pa_pageheap_opts *base_opts)
 static int heaps_init(void)
 {
 	node_topology(&numa, (enum pa_numa_mode)pa_conf.numa, (unsigned)pa_conf.numa_fake);
-	struct pa_pageheap_opts opts = {.arena_bytes = pa_conf.arena_size};
+	struct pa_pageheap_opts opts = {.arena_bytes = pa_conf.arena_size,
+	                                .grow_prepare = grow_prepare};
 	/* numa_fake=1 makes one per-node heap: a node's layout on one node. */
 	if ((numa.nodes > 1 || numa.fake) && node_heaps_init(&opts) != 0)
 		node_topology(&numa, PA_NUMA_OFF, 0);

@@ -82,4 +82,12 @@ void pages_set_publish(uint64_t (*fn)(uint32_t **wake_word));
  * locks are taken before the heap's and reset after. Call from pages_once. */
 void pages_set_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 
+/* Let the default heap call fn(base, bytes) before a range joins it, with
+ * the heap's lock held; nonzero refuses the growth. The malloc layer's page
+ * map commits the range's leaves there: under an address-space limit a
+ * range whose leaf cannot be had would be pages no span can be built on,
+ * and first fit would hand them out again at every attempt. Call from
+ * pages_once, before the heap first grows. */
+void pages_set_grow_hook(int (*fn)(uintptr_t base, size_t bytes));
+
 #endif

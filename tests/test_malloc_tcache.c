@@ -1111,6 +1111,42 @@ static void pa_free_takes_the_class_from_the_leaf_it_last_used(void **state)
 	pa_thread_cache_flush();
 }
 
+/* A leaf (pagemap.h) is committed when the heap grows over its GiB, before
+ * any span there (pages.h: the grow hook): under an address-space limit a
+ * leaf the heap could not get later made its pages ones no span could use,
+ * handed out again and again (a small malloc after the heap filled failed
+ * where glibc's succeeded, once in ~300 runs at ulimit -v 1 GiB).
+ * pagemap_prepare commits each leaf a range covers, once; a range past the
+ * map's 47 bits is refused. */
+static void the_leaves_of_a_range_are_committed_once_before_its_spans(void **state)
+{
+	(void)state;
+	void *m = pa_malloc(100000); /* the heap is built and has grown */
+	uintptr_t a = (uintptr_t)m;
+	TU_EQ(pagemap_leaf(a >> PA_PAGEMAP_LEAF_SHIFT) != NULL, 1);
+	/* Two GiBs the heap has not reached: the fifth and sixth of the
+	 * map's last 8 (the heap grows in a 64 GiB window far below). */
+	uintptr_t g = (PA_PAGEMAP_ROOT_LEN - 4) << PA_PAGEMAP_LEAF_SHIFT;
+	uintptr_t r = g >> PA_PAGEMAP_LEAF_SHIFT;
+	TU_EQ(pagemap_leaf(r - 1) == NULL, 1);
+	TU_EQ(pagemap_leaf(r) == NULL, 1);
+	size_t before = pagemap_committed_bytes(), leaf = PA_PAGEMAP_LEAF_LEN * 9;
+	errno = 0;
+	TU_EQ(pagemap_prepare(g - PA_CHUNK_SIZE, 2 * PA_CHUNK_SIZE), 0);
+	TU_EQ(pagemap_committed_bytes() - before, 2 * leaf);
+	TU_EQ(pagemap_leaf(r - 1) != NULL, 1);
+	TU_EQ(pagemap_leaf(r) != NULL, 1);
+	TU_EQ(pagemap_lookup(g), NULL); /* committed, and empty */
+	TU_EQ(pagemap_prepare(g, PA_CHUNK_SIZE), 0);
+	TU_EQ(pagemap_committed_bytes() - before, 2 * leaf);
+	TU_EQ(pagemap_prepare(g, 0), 0);
+	TU_EQ(errno, 0);
+	uintptr_t top = PA_PAGEMAP_ROOT_LEN << PA_PAGEMAP_LEAF_SHIFT;
+	TU_EQ(pagemap_prepare(top - PA_CHUNK_SIZE, 2 * PA_CHUNK_SIZE), -1);
+	TU_EQ(errno, ENOMEM);
+	pa_free(m);
+}
+
 /* ---- the sweep's age (span.h: gave_epoch) ------------------------------------- */
 
 struct sweep_age {
@@ -1204,6 +1240,7 @@ int main(void)
 	    TU_TEST(live_threads_refill_from_spans_of_their_own),
 	    TU_TEST(fbump_is_bump_until_a_page_is_released),
 	    TU_TEST(pa_free_takes_the_class_from_the_leaf_it_last_used),
+	    TU_TEST(the_leaves_of_a_range_are_committed_once_before_its_spans),
 	    TU_TEST(the_sweep_waits_for_a_span_s_age_up_to_an_hour),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);

@@ -184,6 +184,48 @@ static void test_grow_rejects_overlap_and_misalignment(void **state)
 	tu_heap_free(t);
 }
 
+/* grow_prepare (pageheap.h) sees each range before it joins the heap, and a
+ * refusal leaves the heap as it was, ENOMEM. */
+static uintptr_t prepared_base[4];
+static size_t prepared_bytes[4], prepared_n;
+static uintptr_t refuse_base;
+
+static int record_prepare(uintptr_t base, size_t bytes)
+{
+	if (prepared_n < 4) {
+		prepared_base[prepared_n] = base;
+		prepared_bytes[prepared_n] = bytes;
+	}
+	prepared_n++;
+	return base == refuse_base ? -1 : 0;
+}
+
+static void test_grow_prepare_sees_each_range_and_may_refuse_it(void **state)
+{
+	(void)state;
+	struct tu_heap *t = tu_heap_new();
+	t->h.grow_prepare = record_prepare;
+	prepared_n = 0;
+	refuse_base = TU_CHUNK(8);
+	tu_grow(t, TU_CHUNK(4), 2);
+	TU_EQ(prepared_n, 1);
+	TU_EQ(prepared_base[0], TU_CHUNK(4));
+	TU_EQ(prepared_bytes[0], 2 * PA_CHUNK_SIZE);
+	errno = 0;
+	TU_EQ(pageheap_grow_range(&t->h, TU_CHUNK(8), CP), -1);
+	TU_EQ(errno, ENOMEM);
+	TU_EQ(prepared_n, 2);
+	TU_EQ(prepared_base[1], TU_CHUNK(8));
+	TU_EQ(prepared_bytes[1], PA_CHUNK_SIZE);
+	TU_EQ(t->h.mapped_pages, 2 * CP);
+	tu_check(t); /* one range of 2 chunks */
+	tu_case = "the refused chunk is not heap";
+	expect_alloc(t, 3 * CP, 0, 0);
+	tu_case = "";
+	expect_alloc(t, 2 * CP, TU_CHUNK(4), 2 * CP);
+	tu_heap_free(t);
+}
+
 /* ---- allocation tables ---------------------------------------------------------- */
 
 struct hit {
@@ -946,6 +988,7 @@ int main(void)
 	    TU_TEST(test_grow_merges_adjacent_ranges),
 	    TU_TEST(test_grow_hundreds_of_ranges_then_fill_the_gaps),
 	    TU_TEST(test_grow_rejects_overlap_and_misalignment),
+	    TU_TEST(test_grow_prepare_sees_each_range_and_may_refuse_it),
 	    TU_TEST(test_alloc_table),
 	    TU_TEST(test_free_table),
 	    TU_TEST(test_exhaust_every_layout_and_size),

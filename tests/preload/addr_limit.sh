@@ -28,7 +28,11 @@
 # The small malloc after: glibc still has the last few KiB of its top chunk
 # for a 64-byte block when larger ones no longer fit; libpagealloc keeps 4
 # pages for classes of at most 256 bytes (central.c, the reserve) and maps
-# its next span-record block ahead (meta.c), which this checks.
+# its next span-record block ahead (meta.c), and a range joins the heap
+# only with the page-map leaves that cover it (pagemap_prepare), which this
+# checks. Without the last, at 1 GiB with 4 KiB blocks, the heap's final
+# growth into a new GiB sometimes got no leaf and the small malloc failed
+# (once in ~300 runs).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=common.sh
