@@ -3,39 +3,39 @@
  */
 #include <errno.h>
 
-#include "lock.h"
 #include "os.h"
 #include "pagemap.h"
 
 struct pa_span **pagemap_root[PA_PAGEMAP_ROOT_LEN];
-pa_lock pagemap_leaf_lock = PA_LOCK_INIT;
-static size_t leaves; /* committed, under pagemap_leaf_lock */
+static size_t leaves; /* committed (atomic) */
 
 #define LEAF_BYTES (PA_PAGEMAP_LEAF_LEN * (sizeof(struct pa_span *) + 1))
 
+/* The leaf of root index r, committed now if it was not. No lock: the page
+ * heap's growth calls this with its lock held (pagemap_prepare), and a fork
+ * takes the malloc layer's locks before the heap's. Two threads that race
+ * for one leaf each map one; the loser of the exchange unmaps its own. */
 static struct pa_span **leaf_get(uintptr_t r)
 {
 	struct pa_span **leaf = __atomic_load_n(&pagemap_root[r], __ATOMIC_ACQUIRE);
 	if (leaf != NULL)
 		return leaf;
-	lock_acquire(&pagemap_leaf_lock);
-	leaf = pagemap_root[r];
-	if (leaf == NULL) {
-		void *m = os_reserve(LEAF_BYTES, os_page_size());
-		if (m != NULL && os_commit(m, LEAF_BYTES) != 0) {
-			os_unmap(m, LEAF_BYTES);
-			m = NULL;
-		}
-		if (m != NULL) {
-			leaf = m;
-			leaves++;
-			__atomic_store_n(&pagemap_root[r], leaf, __ATOMIC_RELEASE);
-		}
+	void *m = os_reserve(LEAF_BYTES, os_page_size());
+	if (m != NULL && os_commit(m, LEAF_BYTES) != 0) {
+		os_unmap(m, LEAF_BYTES);
+		m = NULL;
 	}
-	lock_release(&pagemap_leaf_lock);
-	if (leaf == NULL)
+	if (m == NULL) {
 		errno = ENOMEM;
-	return leaf;
+		return NULL;
+	}
+	if (!__atomic_compare_exchange_n(&pagemap_root[r], &leaf, (struct pa_span **)m, 0,
+	                                 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		os_unmap(m, LEAF_BYTES); /* another thread's leaf is in place: leaf */
+		return leaf;
+	}
+	__atomic_fetch_add(&leaves, 1, __ATOMIC_RELAXED);
+	return (struct pa_span **)m;
 }
 
 int pagemap_set_class(uintptr_t base, size_t npages, struct pa_span *s, unsigned cls)

@@ -6,7 +6,9 @@
  * unless asked to, and the heap never asks): the root has one entry per GiB
  * (2^17 of them, a static array of 1 MiB), each pointing to a leaf of 2^17
  * span pointers, one per 8 KiB page (1 MiB of address space). A leaf is
- * reserved and committed when the heap first places a span in its GiB; its
+ * reserved and committed when the page heap grows into its GiB
+ * (pagemap_prepare; else at the first span placed there), without a lock:
+ * racing threads each map one and the loser unmaps its own. Its
  * pages materialise when first written, so a leaf costs memory only where
  * spans are (8 bytes per 8 KiB page: 1/1024 of the heap). Untouched entries
  * read as zero: a pointer the heap never owned maps to NULL, whatever it is.
@@ -39,7 +41,6 @@
 
 #include "hidden.h"
 #include "layout.h"
-#include "lock.h"
 
 struct pa_span;
 
@@ -49,8 +50,6 @@ struct pa_span;
 #define PA_PAGEMAP_LEAF_LEN ((size_t)1 << (PA_PAGEMAP_LEAF_SHIFT - PA_PAGE_SHIFT))
 
 extern struct pa_span **pagemap_root[PA_PAGEMAP_ROOT_LEN] PA_HIDDEN;
-/* Serialises committing leaves (and is taken around fork). */
-extern pa_lock pagemap_leaf_lock PA_HIDDEN;
 
 /* The span owning the page of p, or NULL. Never faults, for any p. */
 static inline struct pa_span *pagemap_lookup(uintptr_t p)

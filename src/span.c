@@ -159,15 +159,12 @@ void span_fork(enum pa_fork_phase phase)
 	case PA_FORK_PREPARE:
 		lock_acquire(&span_pool.lock);
 		lock_acquire(&span_pool_long.lock);
-		lock_acquire(&pagemap_leaf_lock);
 		break;
 	case PA_FORK_PARENT:
-		lock_release(&pagemap_leaf_lock);
 		lock_release(&span_pool_long.lock);
 		lock_release(&span_pool.lock);
 		break;
 	case PA_FORK_CHILD:
-		lock_init(&pagemap_leaf_lock);
 		lock_init(&span_pool_long.lock);
 		lock_init(&span_pool.lock);
 		break;
