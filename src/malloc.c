@@ -477,13 +477,13 @@ static void __attribute__((noinline)) free_slow(struct pa_span *s, void *p)
 
 /* ---- checking a pointer -------------------------------------------------- */
 
-/* pa_free's page-map leaf for root index r when it is not the one the
- * thread's cache holds (tcache.h: leaf): the root's, or NULL. A real cache
+/* pa_free's page-map leaf for leaf index r when it is not the one the
+ * thread's cache holds (tcache.h: leaf): the map's, or NULL. A real cache
  * then holds it (not a placeholder, which every thread reads). */
 static inline struct pa_span **free_leaf_miss(struct pa_tcache *tc, uintptr_t r)
 {
 	struct pa_span **leaf = pagemap_leaf(r);
-	if (leaf != NULL && r < PA_PAGEMAP_ROOT_LEN && tc->max[1] != 0) {
+	if (leaf != NULL && r < PA_PAGEMAP_LEAVES && tc->max[1] != 0) {
 		tc->leaf_r = r;
 		tc->leaf = leaf;
 	}

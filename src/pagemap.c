@@ -6,36 +6,84 @@
 #include "os.h"
 #include "pagemap.h"
 
-struct pa_span **pagemap_root[PA_PAGEMAP_ROOT_LEN];
-static size_t leaves; /* committed (atomic) */
+struct pa_span ***pagemap_root[PA_PAGEMAP_ROOT_LEN];
+struct pa_span **pagemap_home_mid[PA_PAGEMAP_MID_LEN];
+uintptr_t pagemap_home = PA_PAGEMAP_ROOT_LEN;
+/* Mapped middle arrays (not the home range's, which is static) and leaves
+ * (atomic). */
+static size_t mids, leaves;
 
+#define MID_BYTES (PA_PAGEMAP_MID_LEN * sizeof(struct pa_span **))
 #define LEAF_BYTES (PA_PAGEMAP_LEAF_LEN * (sizeof(struct pa_span *) + 1))
 
-/* The leaf of root index r, committed now if it was not. No lock: the page
- * heap's growth calls this with its lock held (pagemap_prepare), and a fork
- * takes the malloc layer's locks before the heap's. Two threads that race
- * for one leaf each map one; the loser of the exchange unmaps its own. */
-static struct pa_span **leaf_get(uintptr_t r)
+/* Bytes of zeroed, committed address space, or NULL (ENOMEM). */
+static void *map_zeroed(size_t bytes)
 {
-	struct pa_span **leaf = __atomic_load_n(&pagemap_root[r], __ATOMIC_ACQUIRE);
-	if (leaf != NULL)
-		return leaf;
-	void *m = os_reserve(LEAF_BYTES, os_page_size());
-	if (m != NULL && os_commit(m, LEAF_BYTES) != 0) {
-		os_unmap(m, LEAF_BYTES);
+	void *m = os_reserve(bytes, os_page_size());
+	if (m != NULL && os_commit(m, bytes) != 0) {
+		os_unmap(m, bytes);
 		m = NULL;
 	}
-	if (m == NULL) {
+	if (m == NULL)
 		errno = ENOMEM;
-		return NULL;
+	return m;
+}
+
+/* The middle array of root index t, committed now if it was not: the
+ * first range to get one is the home range (pagemap.h), whose array is
+ * static; every thread that finds pagemap_home at t puts that one in the
+ * root, so a root entry and pagemap_home never disagree. Racing threads
+ * each map an array for another range and the loser unmaps its own. NULL
+ * (ENOMEM) when mapping fails. */
+static struct pa_span ***mid_get(uintptr_t t)
+{
+	struct pa_span ***mid = __atomic_load_n(&pagemap_root[t], __ATOMIC_ACQUIRE);
+	if (mid != NULL)
+		return mid;
+	uintptr_t home = PA_PAGEMAP_ROOT_LEN;
+	if (__atomic_compare_exchange_n(&pagemap_home, &home, t, 0, __ATOMIC_RELAXED,
+	                                __ATOMIC_RELAXED) ||
+	    home == t) {
+		struct pa_span ***none = NULL;
+		__atomic_compare_exchange_n(&pagemap_root[t], &none, pagemap_home_mid, 0,
+		                            __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+		return pagemap_home_mid;
 	}
-	if (!__atomic_compare_exchange_n(&pagemap_root[r], &leaf, (struct pa_span **)m, 0,
+	mid = map_zeroed(MID_BYTES);
+	if (mid == NULL)
+		return NULL;
+	struct pa_span ***old = NULL;
+	if (!__atomic_compare_exchange_n(&pagemap_root[t], &old, mid, 0, __ATOMIC_ACQ_REL,
+	                                 __ATOMIC_ACQUIRE)) {
+		os_unmap(mid, MID_BYTES); /* another thread's is in place: old */
+		return old;
+	}
+	__atomic_fetch_add(&mids, 1, __ATOMIC_RELAXED);
+	return mid;
+}
+
+/* The leaf of leaf index r (below PA_PAGEMAP_LEAVES), committed now with its
+ * middle array if they were not: NULL (ENOMEM) when that fails. No lock:
+ * the page heap's growth calls this with its lock held (pagemap_prepare),
+ * and a fork takes the malloc layer's locks before the heap's. */
+static struct pa_span **leaf_get(uintptr_t r)
+{
+	struct pa_span **leaf = pagemap_leaf(r);
+	if (leaf != NULL)
+		return leaf;
+	struct pa_span ***mid = mid_get(r >> (PA_PAGEMAP_MID_SHIFT - PA_PAGEMAP_LEAF_SHIFT));
+	if (mid == NULL)
+		return NULL;
+	struct pa_span **m = map_zeroed(LEAF_BYTES);
+	if (m == NULL)
+		return NULL;
+	if (!__atomic_compare_exchange_n(&mid[r & (PA_PAGEMAP_MID_LEN - 1)], &leaf, m, 0,
 	                                 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 		os_unmap(m, LEAF_BYTES); /* another thread's leaf is in place: leaf */
 		return leaf;
 	}
 	__atomic_fetch_add(&leaves, 1, __ATOMIC_RELAXED);
-	return (struct pa_span **)m;
+	return m;
 }
 
 int pagemap_set_class(uintptr_t base, size_t npages, struct pa_span *s, unsigned cls)
@@ -43,11 +91,11 @@ int pagemap_set_class(uintptr_t base, size_t npages, struct pa_span *s, unsigned
 	for (size_t i = 0; i < npages;) {
 		uintptr_t a = base + i * PA_PAGE_SIZE;
 		uintptr_t r = a >> PA_PAGEMAP_LEAF_SHIFT;
-		if (r >= PA_PAGEMAP_ROOT_LEN) {
+		if (r >= PA_PAGEMAP_LEAVES) {
 			errno = ENOMEM;
 			return s != NULL ? -1 : 0;
 		}
-		struct pa_span **leaf = s != NULL ? leaf_get(r) : pagemap_root[r];
+		struct pa_span **leaf = s != NULL ? leaf_get(r) : pagemap_leaf(r);
 		if (leaf == NULL)
 			return s != NULL ? -1 : 0;
 		size_t j = (a >> PA_PAGE_SHIFT) & (PA_PAGEMAP_LEAF_LEN - 1);
@@ -66,7 +114,7 @@ int pagemap_prepare(uintptr_t base, size_t bytes)
 		return 0;
 	uintptr_t last = (base + bytes - 1) >> PA_PAGEMAP_LEAF_SHIFT;
 	for (uintptr_t r = base >> PA_PAGEMAP_LEAF_SHIFT; r <= last; r++)
-		if (r >= PA_PAGEMAP_ROOT_LEN || leaf_get(r) == NULL) {
+		if (r >= PA_PAGEMAP_LEAVES || leaf_get(r) == NULL) {
 			errno = ENOMEM;
 			return -1;
 		}
@@ -75,5 +123,7 @@ int pagemap_prepare(uintptr_t base, size_t bytes)
 
 size_t pagemap_committed_bytes(void)
 {
-	return __atomic_load_n(&leaves, __ATOMIC_RELAXED) * LEAF_BYTES;
+	size_t home = __atomic_load_n(&pagemap_home, __ATOMIC_RELAXED) != PA_PAGEMAP_ROOT_LEN;
+	return (home + __atomic_load_n(&mids, __ATOMIC_RELAXED)) * MID_BYTES +
+	       __atomic_load_n(&leaves, __ATOMIC_RELAXED) * LEAF_BYTES;
 }

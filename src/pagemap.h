@@ -1,21 +1,33 @@
 /*
  * pagemap.h — which span owns an address, in O(1), for any pointer.
  *
- * Two levels over the 47 bits of user address space (x86-64's and
+ * Three levels over the 47 bits of user address space (x86-64's and
  * arm64's with 4-level paging; the kernel never places a mapping above 2^47
- * unless asked to, and the heap never asks): the root has one entry per GiB
- * (2^17 of them, a static array of 1 MiB), each pointing to a leaf of 2^17
- * span pointers, one per 8 KiB page (1 MiB of address space). A leaf is
+ * unless asked to, and the heap never asks): a root of 2^5 entries (one per
+ * 4 TiB, a static array of 256 bytes), each pointing to a middle array of
+ * 2^12 entries (one per GiB, 32 KiB), each pointing to a leaf of 2^17 span
+ * pointers, one per 8 KiB page (1 MiB of address space). A leaf is
  * reserved and committed when the page heap grows into its GiB
- * (pagemap_prepare; else at the first span placed there), without a lock:
- * racing threads each map one and the loser unmaps its own. Its
- * pages materialise when first written, so a leaf costs memory only where
- * spans are (8 bytes per 8 KiB page: 1/1024 of the heap). Untouched entries
- * read as zero: a pointer the heap never owned maps to NULL, whatever it is.
- * The geometry keeps what a small process reserves small (root plus one
- * leaf, 2.1 MiB, the least two levels allow) because reserved space counts
- * against an address-space limit (ulimit -v): 16 GiB leaves, 16 MiB each,
- * took a quarter of a 64 MiB limit.
+ * (pagemap_prepare; else at the first span placed there), with its middle
+ * array if that is new, without a lock: racing threads each map one and
+ * the loser unmaps its own. Its pages materialise when first written, so a
+ * leaf costs memory only where spans are (8 bytes per 8 KiB page: 1/1024
+ * of the heap).
+ * Untouched entries read as zero: a pointer the heap never owned maps to
+ * NULL, whatever it is. The geometry keeps what a small process reserves
+ * small because reserved space counts against an address-space limit
+ * (ulimit -v): root, middle array and leaf are 1.16 MiB, where two levels
+ * (a root of one entry per GiB: 1 MiB of bss, whatever the limit) took
+ * 2.1 MiB, and 16 GiB leaves, 16 MiB each, took a quarter of a 64 MiB limit.
+ *
+ * The home range: the middle array of the 4 TiB where the heap's first leaf
+ * lies is static (pagemap_home_mid) and pagemap_home names that range, so a
+ * lookup there compares its root index with pagemap_home and loads no root
+ * entry: from the address to the leaf is one load, as with two levels. A
+ * process's mappings lie in one 4 TiB range (the kernel's mmap base is
+ * randomised within 1 TiB below the stack), so the root is read only for
+ * an address elsewhere, and other middle arrays are mapped only if the
+ * heap goes there.
  *
  * Entries: every page of a small-object span maps to the span; a large
  * object maps only its first page (interior pages read NULL, see
@@ -24,14 +36,19 @@
  * objects (0: a large object, or none), written with the pointer: pa_free
  * pushes with it, so its push does not wait for the span record (a leaf
  * is then 1.125 MiB of address space; the bytes cost 1/8192 of the heap).
- * A thread's cache holds the leaf its last pa_free used (tcache.h), which
- * takes the root's load off that path too (docs/design.md, *Page map*).
+ * A thread's cache holds the leaf its last pa_free used and its leaf index
+ * (p >> 30, tcache.h), which takes the middle array's load off that path
+ * (docs/design.md, *Page map*).
  *
  * Concurrency: entries are written by the thread that owns the span's pages
  * (creating or retiring the span) before any object of it is handed out or
  * after every object came back, and read with relaxed atomics: a pointer
  * passed between threads carries the happens-before that makes its entry
- * visible.
+ * visible. Root and middle entries go from NULL to the committed (zeroed)
+ * array they point to once, by compare-and-exchange (release), and are read
+ * with acquire loads; pagemap_home likewise, before its root entry, read
+ * relaxed (an old value sends a lookup to the root, which then reads NULL
+ * or the home array).
  */
 #ifndef PA_PAGEMAP_H
 #define PA_PAGEMAP_H
@@ -45,19 +62,50 @@
 struct pa_span;
 
 #define PA_PAGEMAP_ADDR_BITS 47u
+#define PA_PAGEMAP_MID_SHIFT 42u  /* 4 TiB per middle array */
 #define PA_PAGEMAP_LEAF_SHIFT 30u /* 1 GiB per leaf */
-#define PA_PAGEMAP_ROOT_LEN ((size_t)1 << (PA_PAGEMAP_ADDR_BITS - PA_PAGEMAP_LEAF_SHIFT))
+#define PA_PAGEMAP_ROOT_LEN ((size_t)1 << (PA_PAGEMAP_ADDR_BITS - PA_PAGEMAP_MID_SHIFT))
+#define PA_PAGEMAP_MID_LEN ((size_t)1 << (PA_PAGEMAP_MID_SHIFT - PA_PAGEMAP_LEAF_SHIFT))
 #define PA_PAGEMAP_LEAF_LEN ((size_t)1 << (PA_PAGEMAP_LEAF_SHIFT - PA_PAGE_SHIFT))
+/* Leaf indexes (p >> PA_PAGEMAP_LEAF_SHIFT) below 2^47: one per GiB. */
+#define PA_PAGEMAP_LEAVES (PA_PAGEMAP_ROOT_LEN * PA_PAGEMAP_MID_LEN)
 
-extern struct pa_span **pagemap_root[PA_PAGEMAP_ROOT_LEN] PA_HIDDEN;
+/* Each entry: NULL, or a middle array of PA_PAGEMAP_MID_LEN leaf pointers. */
+extern struct pa_span ***pagemap_root[PA_PAGEMAP_ROOT_LEN] PA_HIDDEN;
+/* The middle array of the 4 TiB range of the heap's first leaf, static
+ * (its address a constant: a lookup there loads no root entry), and that
+ * range's root index: PA_PAGEMAP_ROOT_LEN (no range) until the first leaf,
+ * then set once. */
+extern struct pa_span **pagemap_home_mid[PA_PAGEMAP_MID_LEN] PA_HIDDEN;
+extern uintptr_t pagemap_home PA_HIDDEN;
+
+/* The leaf of leaf index r (an address's p >> PA_PAGEMAP_LEAF_SHIFT), or
+ * NULL. An r past the map (an address above the 47-bit space) is masked to
+ * it, without a bound check: the result is some leaf or NULL, so only for
+ * callers that then check p against the span exactly (an address past 2^47
+ * is at least 2^47 bytes from any span base, so it never passes an exact
+ * object-start check: a large span's base, or off == i * size with
+ * i < 2^32 and size <= 2^15, so off < 2^47). */
+static inline struct pa_span **pagemap_leaf(uintptr_t r)
+{
+	uintptr_t t =
+	    (r >> (PA_PAGEMAP_MID_SHIFT - PA_PAGEMAP_LEAF_SHIFT)) & (PA_PAGEMAP_ROOT_LEN - 1);
+	struct pa_span ***mid = pagemap_home_mid;
+	if (__builtin_expect(t != __atomic_load_n(&pagemap_home, __ATOMIC_RELAXED), 0)) {
+		mid = __atomic_load_n(&pagemap_root[t], __ATOMIC_ACQUIRE);
+		if (mid == NULL)
+			return NULL;
+	}
+	return __atomic_load_n(&mid[r & (PA_PAGEMAP_MID_LEN - 1)], __ATOMIC_ACQUIRE);
+}
 
 /* The span owning the page of p, or NULL. Never faults, for any p. */
 static inline struct pa_span *pagemap_lookup(uintptr_t p)
 {
 	uintptr_t r = p >> PA_PAGEMAP_LEAF_SHIFT;
-	if (__builtin_expect(r >= PA_PAGEMAP_ROOT_LEN, 0))
+	if (__builtin_expect(r >= PA_PAGEMAP_LEAVES, 0))
 		return NULL;
-	struct pa_span **leaf = __atomic_load_n(&pagemap_root[r], __ATOMIC_ACQUIRE);
+	struct pa_span **leaf = pagemap_leaf(r);
 	if (__builtin_expect(leaf == NULL, 0))
 		return NULL;
 	return __atomic_load_n(&leaf[(p >> PA_PAGE_SHIFT) & (PA_PAGEMAP_LEAF_LEN - 1)],
@@ -68,17 +116,6 @@ static inline struct pa_span *pagemap_lookup(uintptr_t p)
 static inline const uint8_t *pagemap_leaf_classes(struct pa_span *const *leaf)
 {
 	return (const uint8_t *)(leaf + PA_PAGEMAP_LEAF_LEN);
-}
-
-/* The leaf of root index r, or NULL. An r past the root (an address above
- * the 47-bit space) is masked to it, without a bound check: the result is
- * some leaf or NULL, so only for callers that then check p against the span
- * exactly (an address past 2^47 is at least 2^47 bytes from any span base,
- * so it never passes an exact object-start check: a large span's base, or
- * off == i * size with i < 2^32 and size <= 2^15, so off < 2^47). */
-static inline struct pa_span **pagemap_leaf(uintptr_t r)
-{
-	return __atomic_load_n(&pagemap_root[r & (PA_PAGEMAP_ROOT_LEN - 1)], __ATOMIC_ACQUIRE);
 }
 
 /* The span owning the page of p, or NULL, in leaf, the leaf of p; *cls: the
@@ -98,8 +135,9 @@ static inline struct pa_span *pagemap_leaf_lookup(struct pa_span *const *leaf, u
  * above the map's 47 bits: -1 (ENOMEM), else 0. Unmapping never fails. */
 int pagemap_set_class(uintptr_t base, size_t npages, struct pa_span *s, unsigned cls);
 
-/* Commit the leaves that cover [base, base + bytes) ahead of any span there
- * (the page heap's growth hook, pages.h): 0, or -1 (ENOMEM). */
+/* Commit the leaves that cover [base, base + bytes) ahead of any span there,
+ * and their middle arrays (the page heap's growth hook, pages.h): 0, or -1
+ * (ENOMEM). */
 int pagemap_prepare(uintptr_t base, size_t bytes);
 
 /* pagemap_set_class for a large object's page (class 0), or to unmap. */
@@ -108,7 +146,8 @@ static inline int pagemap_set(uintptr_t base, size_t npages, struct pa_span *s)
 	return pagemap_set_class(base, npages, s, 0);
 }
 
-/* Bytes of committed leaves (address space; touched pages are fewer). */
+/* Bytes of committed middle arrays and leaves (address space; touched
+ * pages are fewer). */
 size_t pagemap_committed_bytes(void);
 
 #endif

@@ -103,7 +103,7 @@ struct pa_tcache {
 	 * (the stats read them). */
 	uint64_t limit[PA_SC_NUM_CLASSES]; /* first: gcc then stores it without an add */
 	/* The page map's leaf that pa_free last looked up (pagemap.h), and
-	 * its root index: pa_free of an address in it takes the leaf from here
+	 * its leaf index (p >> 30): pa_free of an address in it takes the leaf from here
 	 * and loads nothing that depends on the address before the page's
 	 * class byte (docs/design.md). Leaves live for ever, so the pointer
 	 * never goes stale. TCACHE_NO_LEAF in the placeholders, which no
@@ -157,7 +157,7 @@ struct pa_tcache {
 	struct pa_tcache *next, **prevnext;
 };
 
-/* leaf_r of a cache that holds no leaf: above every root index. */
+/* leaf_r of a cache that holds no leaf: above every leaf index. */
 #define TCACHE_NO_LEAF UINTPTR_MAX
 
 extern struct pa_tcache tcache_empty PA_HIDDEN;

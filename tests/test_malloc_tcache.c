@@ -1126,24 +1126,79 @@ static void the_leaves_of_a_range_are_committed_once_before_its_spans(void **sta
 	TU_EQ(pagemap_leaf(a >> PA_PAGEMAP_LEAF_SHIFT) != NULL, 1);
 	/* Two GiBs the heap has not reached: the fifth and sixth of the
 	 * map's last 8 (the heap grows in a 64 GiB window far below). */
-	uintptr_t g = (PA_PAGEMAP_ROOT_LEN - 4) << PA_PAGEMAP_LEAF_SHIFT;
+	uintptr_t g = (PA_PAGEMAP_LEAVES - 4) << PA_PAGEMAP_LEAF_SHIFT;
 	uintptr_t r = g >> PA_PAGEMAP_LEAF_SHIFT;
 	TU_EQ(pagemap_leaf(r - 1) == NULL, 1);
 	TU_EQ(pagemap_leaf(r) == NULL, 1);
-	size_t before = pagemap_committed_bytes(), leaf = PA_PAGEMAP_LEAF_LEN * 9;
+	/* Their middle array too, where the heap has none there (its own 4 TiB
+	 * is the last, where the kernel maps, but not under every tool). */
+	size_t leaf = PA_PAGEMAP_LEAF_LEN * 9, mid = PA_PAGEMAP_MID_LEN * sizeof(void *);
+	size_t before = pagemap_committed_bytes();
+	size_t grew = 2 * leaf + (pagemap_root[g >> PA_PAGEMAP_MID_SHIFT] == NULL ? mid : 0);
 	errno = 0;
 	TU_EQ(pagemap_prepare(g - PA_CHUNK_SIZE, 2 * PA_CHUNK_SIZE), 0);
-	TU_EQ(pagemap_committed_bytes() - before, 2 * leaf);
+	TU_EQ(pagemap_committed_bytes() - before, grew);
 	TU_EQ(pagemap_leaf(r - 1) != NULL, 1);
 	TU_EQ(pagemap_leaf(r) != NULL, 1);
 	TU_EQ(pagemap_lookup(g), NULL); /* committed, and empty */
 	TU_EQ(pagemap_prepare(g, PA_CHUNK_SIZE), 0);
-	TU_EQ(pagemap_committed_bytes() - before, 2 * leaf);
+	TU_EQ(pagemap_committed_bytes() - before, grew);
 	TU_EQ(pagemap_prepare(g, 0), 0);
 	TU_EQ(errno, 0);
-	uintptr_t top = PA_PAGEMAP_ROOT_LEN << PA_PAGEMAP_LEAF_SHIFT;
+	uintptr_t top = PA_PAGEMAP_LEAVES << PA_PAGEMAP_LEAF_SHIFT;
 	TU_EQ(pagemap_prepare(top - PA_CHUNK_SIZE, 2 * PA_CHUNK_SIZE), -1);
 	TU_EQ(errno, ENOMEM);
+	pa_free(m);
+}
+
+/* ---- the page map's levels (pagemap.h) ---------------------------------------- */
+
+static void page_map_reads_null_off_the_heap_at_every_level(void **state)
+{
+	(void)state;
+	void *m = pa_malloc(16);
+	uintptr_t p = (uintptr_t)m;
+	uintptr_t r = p >> PA_PAGEMAP_LEAF_SHIFT;
+	struct pa_span *s = pagemap_lookup(p);
+	assert_non_null(s);
+	TU_EQ(pagemap_leaf_lookup(pagemap_leaf(r), p, &(size_t){0}) == s, 1);
+
+	/* Where no middle array is (the 4 TiB range 2^46 away from p's: the
+	 * heap of a test lies within 2^46 bytes), where a middle array has no
+	 * leaf (the GiB 2^11 GiB away from p's, in p's middle array), and
+	 * where nothing can be (from 2^47 up; pagemap_leaf masks those). */
+	uintptr_t far = p ^ ((uintptr_t)1 << 46);
+	uintptr_t no_leaf = p ^ ((uintptr_t)1 << 41);
+	TU_EQ(pagemap_root[far >> PA_PAGEMAP_MID_SHIFT] == NULL, 1); /* the setup as meant */
+	TU_EQ(pagemap_root[no_leaf >> PA_PAGEMAP_MID_SHIFT] != NULL, 1);
+	TU_EQ(pagemap_leaf(no_leaf >> PA_PAGEMAP_LEAF_SHIFT) == NULL, 1);
+	TU_EQ(pagemap_leaf(far >> PA_PAGEMAP_LEAF_SHIFT) == NULL, 1);
+	const uintptr_t off[] = {0,
+	                         PA_PAGE_SIZE,
+	                         far,
+	                         no_leaf,
+	                         ((uintptr_t)1 << 42) - 1,
+	                         (uintptr_t)1 << 42,
+	                         ((uintptr_t)1 << 47) - 1,
+	                         (uintptr_t)1 << 47,
+	                         p + ((uintptr_t)1 << 47),
+	                         UINTPTR_MAX};
+	for (size_t k = 0; k < sizeof(off) / sizeof(off[0]); k++)
+		TU_EQ(pagemap_lookup(off[k]) == NULL, 1);
+	TU_EQ(pagemap_leaf((p + ((uintptr_t)1 << 47)) >> PA_PAGEMAP_LEAF_SHIFT) == pagemap_leaf(r),
+	      1);
+
+	/* Committed: 32 KiB per middle array, 1.125 MiB per leaf. */
+	size_t mids = 0, leaves = 0;
+	for (size_t t = 0; t < PA_PAGEMAP_ROOT_LEN; t++) {
+		if (pagemap_root[t] == NULL)
+			continue;
+		mids++;
+		for (size_t i = 0; i < PA_PAGEMAP_MID_LEN; i++)
+			leaves += pagemap_root[t][i] != NULL;
+	}
+	TU_EQ(pagemap_committed_bytes(), mids * 32768 + leaves * 1179648);
+	assert_true(mids >= 1 && leaves >= 1);
 	pa_free(m);
 }
 
@@ -1241,6 +1296,7 @@ int main(void)
 	    TU_TEST(fbump_is_bump_until_a_page_is_released),
 	    TU_TEST(pa_free_takes_the_class_from_the_leaf_it_last_used),
 	    TU_TEST(the_leaves_of_a_range_are_committed_once_before_its_spans),
+	    TU_TEST(page_map_reads_null_off_the_heap_at_every_level),
 	    TU_TEST(the_sweep_waits_for_a_span_s_age_up_to_an_hour),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
