@@ -12,13 +12,13 @@
  * array if that is new, without a lock: racing threads each map one and
  * the loser unmaps its own. Its pages materialise when first written, so a
  * leaf costs memory only where spans are (8 bytes per 8 KiB page: 1/1024
- * of the heap).
- * Untouched entries read as zero: a pointer the heap never owned maps to
- * NULL, whatever it is. The geometry keeps what a small process reserves
- * small because reserved space counts against an address-space limit
- * (ulimit -v): root, middle array and leaf are 1.16 MiB, where two levels
- * (a root of one entry per GiB: 1 MiB of bss, whatever the limit) took
- * 2.1 MiB, and 16 GiB leaves, 16 MiB each, took a quarter of a 64 MiB limit.
+ * of the heap). Untouched entries read as zero: a pointer the heap never
+ * owned maps to NULL, whatever it is. The geometry keeps what a small
+ * process reserves small because reserved space counts against an
+ * address-space limit (ulimit -v): root, middle array and leaf are
+ * 1.16 MiB, where two levels (a root of one entry per GiB: 1 MiB of bss,
+ * whatever the limit) took 2.1 MiB and cost ulimit -v 64M a block of 1 MiB
+ * in 58, and 16 GiB leaves, 16 MiB each, took a quarter of a 64 MiB limit.
  *
  * The home range: the middle array of the 4 TiB where the heap's first leaf
  * lies is static (pagemap_home_mid) and pagemap_home names that range, so a
