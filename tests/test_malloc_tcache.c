@@ -1202,6 +1202,54 @@ static void page_map_reads_null_off_the_heap_at_every_level(void **state)
 	pa_free(m);
 }
 
+/* Threads that race to commit the same GiB in a range the map has no
+ * middle array for each map both and install them by compare-and-exchange:
+ * one middle array and one leaf stay (the losers unmap theirs). */
+#define RACERS 4
+
+struct map_race {
+	pthread_barrier_t *go;
+	uintptr_t g;
+	int rc;
+};
+
+static void *map_race_thread(void *arg)
+{
+	struct map_race *r = arg;
+	pthread_barrier_wait(r->go);
+	r->rc = pagemap_prepare(r->g, PA_CHUNK_SIZE);
+	return NULL;
+}
+
+static void racing_threads_commit_one_middle_array_and_one_leaf(void **state)
+{
+	(void)state;
+	void *m = pa_malloc(16);
+	uintptr_t t = ((uintptr_t)m >> PA_PAGEMAP_MID_SHIFT) ^ (PA_PAGEMAP_ROOT_LEN / 2);
+	uintptr_t g = (t << PA_PAGEMAP_MID_SHIFT) + ((uintptr_t)7 << PA_PAGEMAP_LEAF_SHIFT);
+	TU_EQ(pagemap_root[t] == NULL, 1); /* the setup as meant: a range far from the heap */
+	size_t before = pagemap_committed_bytes();
+	pthread_barrier_t go;
+	assert_int_equal(pthread_barrier_init(&go, NULL, RACERS), 0);
+	pthread_t th[RACERS];
+	struct map_race r[RACERS];
+	for (int k = 0; k < RACERS; k++) {
+		r[k] = (struct map_race){.go = &go, .g = g, .rc = 1};
+		assert_int_equal(pthread_create(&th[k], NULL, map_race_thread, &r[k]), 0);
+	}
+	for (int k = 0; k < RACERS; k++) {
+		assert_int_equal(pthread_join(th[k], NULL), 0);
+		TU_EQ(r[k].rc, 0);
+	}
+	pthread_barrier_destroy(&go);
+	TU_EQ(pagemap_committed_bytes() - before,
+	      PA_PAGEMAP_MID_LEN * sizeof(void *) + PA_PAGEMAP_LEAF_LEN * 9);
+	TU_EQ(pagemap_root[t] != NULL && pagemap_root[t] != pagemap_home_mid, 1);
+	TU_EQ(pagemap_leaf(g >> PA_PAGEMAP_LEAF_SHIFT) != NULL, 1);
+	TU_EQ(pagemap_lookup(g), NULL);
+	pa_free(m);
+}
+
 /* ---- the sweep's age (span.h: gave_epoch) ------------------------------------- */
 
 struct sweep_age {
@@ -1297,6 +1345,7 @@ int main(void)
 	    TU_TEST(pa_free_takes_the_class_from_the_leaf_it_last_used),
 	    TU_TEST(the_leaves_of_a_range_are_committed_once_before_its_spans),
 	    TU_TEST(page_map_reads_null_off_the_heap_at_every_level),
+	    TU_TEST(racing_threads_commit_one_middle_array_and_one_leaf),
 	    TU_TEST(the_sweep_waits_for_a_span_s_age_up_to_an_hour),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
