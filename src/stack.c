@@ -30,16 +30,21 @@ struct rule {
 
 /* ---- the cache --------------------------------------------------------------
  *
- * STACK_CACHE_SIZE entries indexed by a hash of the address, each under a
- * sequence count (a seqlock: odd while written; a reader that sees it move
- * or odd misses). Every field is read and written atomically. Mapped at
- * the first capture (20 KiB).
+ * STACK_CACHE_SIZE entries in sets of two indexed by a hash of the
+ * address, each under a sequence count (a seqlock: odd while written; a
+ * reader that sees it move or odd misses). Every field is read and written
+ * atomically. Mapped at the first capture (20 KiB). Two ways, because one
+ * way let two return addresses of a hot stack that hash alike evict each
+ * other at every sample (two of wl-large's ten frames under valgrind, whose
+ * load addresses are fixed: ~1,000 instructions a sample re-reading them).
  *
  * An entry holds the unwind table it was read from, and a hit must name
- * the table _dl_find_object gives for the address now (~75 instructions
- * a frame): after a dlclose, another object mapped where the old one was
- * would otherwise inherit its rules, and a wrong CFA reads outside the
- * stack.
+ * the table _dl_find_object gives for the address now: after a dlclose,
+ * another object mapped where the old one was would otherwise inherit its
+ * rules, and a wrong CFA reads outside the stack. An address where the
+ * walk ends (no rule this file follows: _start's undefined return address,
+ * at the top of every main-thread stack) is cached too, as RULE_NONE, so
+ * the last frame is not read from the table at every sample either.
  */
 #define STACK_CACHE_BITS 9u
 #define STACK_CACHE_SIZE (1u << STACK_CACHE_BITS)
@@ -47,12 +52,20 @@ struct rule {
 struct cache_entry {
 	uint64_t seq;
 	uint64_t ip;
-	uint64_t rule; /* packed: bit 0 cfa_rbp, bits 1-32 cfa_off, 33-48 rbp_off */
+	uint64_t rule; /* packed: bit 0 cfa_rbp, bits 1-32 cfa_off, 33-48 rbp_off;
+	                * or RULE_NONE */
 	uint64_t fn;
 	uint64_t table; /* the .eh_frame_hdr it was read from */
 };
 
+/* A cached "no rule here": the walk ends at this address. */
+#define RULE_NONE ((uint64_t)1 << 63)
+
 static struct cache_entry *cache;
+
+/* Objects looked up and rules read from the tables, since the start
+ * (stack_counts; relaxed, for the tests). */
+static uint64_t objects_found, tables_read;
 
 static uint64_t pack(const struct rule *r)
 {
@@ -81,10 +94,13 @@ static struct cache_entry *cache_slot(uintptr_t ip)
 			os_unmap(fresh, STACK_CACHE_SIZE * sizeof(*fresh));
 	}
 	uint64_t h = (uint64_t)ip * 0x9E3779B97F4A7C15ULL;
-	return &c[h >> (64 - STACK_CACHE_BITS)];
+	return &c[(h >> (64 - STACK_CACHE_BITS)) & ~(uint64_t)1];
 }
 
-static int cache_get(struct cache_entry *e, uintptr_t ip, uintptr_t table, struct rule *r)
+/* 1 with e's packed rule in *w and its function in *fn when e holds ip's
+ * rule read from table. */
+static int cache_get(struct cache_entry *e, uintptr_t ip, uintptr_t table, uint64_t *w,
+                     uintptr_t *fn)
 {
 	uint64_t s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
 	if (s1 & 1)
@@ -93,28 +109,31 @@ static int cache_get(struct cache_entry *e, uintptr_t ip, uintptr_t table, struc
 	 * field written after the count went odd brings that count with it
 	 * (and ThreadSanitizer does not take fences). */
 	uint64_t key = __atomic_load_n(&e->ip, __ATOMIC_ACQUIRE);
-	uint64_t w = __atomic_load_n(&e->rule, __ATOMIC_ACQUIRE);
-	uint64_t fn = __atomic_load_n(&e->fn, __ATOMIC_ACQUIRE);
+	uint64_t rule = __atomic_load_n(&e->rule, __ATOMIC_ACQUIRE);
+	uint64_t f = __atomic_load_n(&e->fn, __ATOMIC_ACQUIRE);
 	uint64_t tab = __atomic_load_n(&e->table, __ATOMIC_ACQUIRE);
 	if (__atomic_load_n(&e->seq, __ATOMIC_RELAXED) != s1 || key != ip || tab != table)
 		return 0;
-	unpack(w, r);
-	r->fn = (uintptr_t)fn;
+	*w = rule;
+	*fn = (uintptr_t)f;
 	return 1;
 }
 
-static void cache_put(struct cache_entry *e, uintptr_t ip, uintptr_t table, const struct rule *r)
+/* Write ip's packed rule w (function fn, from table) into set e: its empty
+ * way, else the first. */
+static void cache_put(struct cache_entry *e, uintptr_t ip, uintptr_t table, uint64_t w,
+                      uintptr_t fn)
 {
-	/* Rules that do not fit the packing are not cached. */
-	if (r->cfa_off != (int32_t)r->cfa_off || r->rbp_off != (int16_t)r->rbp_off)
-		return;
+	if (__atomic_load_n(&e[0].seq, __ATOMIC_RELAXED) != 0 &&
+	    __atomic_load_n(&e[1].seq, __ATOMIC_RELAXED) == 0)
+		e++;
 	uint64_t s = __atomic_load_n(&e->seq, __ATOMIC_RELAXED);
 	if ((s & 1) ||
 	    !__atomic_compare_exchange_n(&e->seq, &s, s + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return; /* another thread writes it */
 	__atomic_store_n(&e->ip, ip, __ATOMIC_RELEASE);
-	__atomic_store_n(&e->rule, pack(r), __ATOMIC_RELEASE);
-	__atomic_store_n(&e->fn, (uint64_t)r->fn, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->rule, w, __ATOMIC_RELEASE);
+	__atomic_store_n(&e->fn, (uint64_t)fn, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->table, (uint64_t)table, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->seq, s + 2, __ATOMIC_RELEASE);
 }
@@ -497,20 +516,48 @@ static int rule_from_table(uintptr_t ip, const uint8_t *hdr, struct rule *r)
 	return 1;
 }
 
-static int rule_at(uintptr_t ip, struct rule *r)
+/* The rule at ip; 0 where the walk ends. obj is the object this walk found
+ * last (*found: there is one): an address inside its mapping is in it, as
+ * _dl_find_object would say again (the object's code is on this stack), so
+ * a walk looks up each object it passes through once, not each frame. */
+static int rule_at(uintptr_t ip, struct dl_find_object *obj, int *found, struct rule *r)
 {
-	struct dl_find_object obj;
-	if (_dl_find_object((void *)ip, &obj) != 0 || obj.dlfo_eh_frame == NULL)
+	if (!*found || ip < (uintptr_t)obj->dlfo_map_start || ip >= (uintptr_t)obj->dlfo_map_end) {
+		__atomic_add_fetch(&objects_found, 1, __ATOMIC_RELAXED);
+		*found = _dl_find_object((void *)ip, obj) == 0;
+		if (!*found)
+			return 0;
+	}
+	if (obj->dlfo_eh_frame == NULL)
 		return 0;
-	uintptr_t table = (uintptr_t)obj.dlfo_eh_frame;
+	uintptr_t table = (uintptr_t)obj->dlfo_eh_frame;
 	struct cache_entry *e = cache_slot(ip);
-	if (e != NULL && cache_get(e, ip, table, r))
+	uint64_t w;
+	uintptr_t fn;
+	if (e != NULL &&
+	    (cache_get(&e[0], ip, table, &w, &fn) || cache_get(&e[1], ip, table, &w, &fn))) {
+		if (w == RULE_NONE)
+			return 0;
+		unpack(w, r);
+		r->fn = fn;
 		return 1;
-	if (!rule_from_table(ip, obj.dlfo_eh_frame, r))
+	}
+	__atomic_add_fetch(&tables_read, 1, __ATOMIC_RELAXED);
+	if (!rule_from_table(ip, obj->dlfo_eh_frame, r)) {
+		if (e != NULL)
+			cache_put(e, ip, table, RULE_NONE, 0);
 		return 0;
-	if (e != NULL)
-		cache_put(e, ip, table, r);
+	}
+	/* Rules that do not fit the packing are not cached. */
+	if (e != NULL && r->cfa_off == (int32_t)r->cfa_off && r->rbp_off == (int16_t)r->rbp_off)
+		cache_put(e, ip, table, pack(r), r->fn);
 	return 1;
+}
+
+void stack_counts(uint64_t *objects, uint64_t *tables)
+{
+	*objects = __atomic_load_n(&objects_found, __ATOMIC_RELAXED);
+	*tables = __atomic_load_n(&tables_read, __ATOMIC_RELAXED);
 }
 
 /* ---- the walk --------------------------------------------------------------- */
@@ -526,10 +573,11 @@ __attribute__((noinline)) unsigned stack_capture(uintptr_t *pc, uintptr_t *fn, u
 	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
 	                 : "=r"(ip), "=r"(sp), "=r"(bp));
 	unsigned n = 0;
-	int exact = 1;
+	int exact = 1, found = 0;
+	struct dl_find_object obj;
 	for (;;) {
 		struct rule r;
-		if (!rule_at(exact ? ip : ip - 1, &r))
+		if (!rule_at(exact ? ip : ip - 1, &obj, &found, &r))
 			break;
 		if (n > 0)
 			fn[n - 1] = r.fn;

@@ -16,10 +16,12 @@
  * libgcc's _Unwind_Backtrace does the same in ~2,000 instructions a frame
  * (it tracks every register and runs every rule, each time): 4-5% of
  * wl-small's instructions at one sample per 512 KiB. Here the three rules
- * an unwind needs are cached per return address in a direct-mapped table
- * of 64-bit words (one atomic load and store each: threads share it
- * without a lock), so a frame seen before costs about a hundred
- * instructions, most of them _dl_find_object checking the entry (stack.c).
+ * an unwind needs are cached per return address in a two-way table of
+ * 64-bit words (one atomic load and store each: threads share it without
+ * a lock), and so is the address where a walk ends; each entry is checked
+ * against the object _dl_find_object finds for it, once per object the
+ * walk passes through (~120 instructions), not per frame (stack.c). A
+ * frame seen before then costs a few dozen instructions.
  *
  * What is not handled ends the stack, never guesses: a CFA given by a
  * DWARF expression (signal frames, PLT entries), a CFA in a register
@@ -41,6 +43,11 @@
  * pprof expects of a caller's frame) and fn[] (the start of each frame's
  * function, from its FDE). Returns the number of frames. */
 unsigned stack_capture(uintptr_t *pc, uintptr_t *fn, unsigned max);
+
+/* How many times, since the start, a walk looked up the object holding an
+ * address (*objects) and read a rule from an unwind table rather than the
+ * cache (*tables): for the tests. */
+void stack_counts(uint64_t *objects, uint64_t *tables);
 
 /* The file of the object that holds pc (its link map's name: "" for the
  * main program) and its load bias in *base (pc - *base is the address

@@ -3,7 +3,9 @@
  * tables exactly: each frame's address is its return address minus one and
  * its function is the one the call is in, through code without frame
  * pointers, through a frame whose CFA is rbp-based (alloca), through the C
- * library's qsort calling back into us, and a second time from the cache.
+ * library's qsort calling back into us, and a second time from the cache:
+ * the object of each run of frames looked up once, and no rule read from a
+ * table again, the outermost frame's (where the walk ends) included.
  *
  * The truth comes from the compiler: each level notes
  * __builtin_return_address(0), the address its caller resumes at, and the
@@ -29,6 +31,7 @@
 struct walk {
 	uintptr_t pc[MAX], fn[MAX];
 	unsigned n;
+	unsigned max;     /* 0: MAX */
 	uintptr_t ret[4]; /* __builtin_return_address(0) of levels 0..3 */
 };
 
@@ -45,7 +48,7 @@ static struct walk w;
 NOINLINE void level0(void)
 {
 	w.ret[0] = (uintptr_t)__builtin_return_address(0);
-	w.n = stack_capture(w.pc, w.fn, MAX);
+	w.n = stack_capture(w.pc, w.fn, w.max != 0 ? w.max : MAX);
 	KEEP();
 }
 
@@ -108,6 +111,44 @@ static void a_walk_names_each_caller_and_its_return_address(void **state)
 		TU_EQ(w.fn[k], first.fn[k]);
 }
 
+/* A walk of at most max frames (0: MAX) from level0, always from this one
+ * call site, so that every walk passes the same return addresses. */
+NOINLINE void walk_from_here(unsigned max)
+{
+	memset(&w, 0, sizeof(w));
+	w.max = max;
+	level3();
+	KEEP();
+}
+
+static void a_second_walk_reads_no_table_and_finds_each_object_once(void **state)
+{
+	(void)state;
+	/* Twice from one call site (the walk goes on up through this
+	 * function): the first puts the rules into the cache, the last frame's
+	 * "none" too. */
+	uint64_t objects0, tables0, objects1, tables1;
+	for (volatile int i = 0; i < 2; i++) { /* volatile: not unrolled into two sites */
+		stack_counts(&objects0, &tables0);
+		walk_from_here(0);
+		stack_counts(&objects1, &tables1);
+	}
+	check_chain();
+	EQ_IN("rules read from a table on the second walk", tables1 - tables0, 0);
+	/* Four frames: stack_capture's rule and level0's to level3's, five
+	 * addresses in this program, whose object is looked up once (once a
+	 * frame: 5). */
+	stack_counts(&objects0, &tables0);
+	walk_from_here(4);
+	stack_counts(&objects1, &tables1);
+	TU_EQ(w.n, 4);
+	expect_frame(1, level1, w.ret[0], "level1");
+	expect_frame(2, (void (*)(void))level2_alloca, w.ret[1], "level2_alloca");
+	expect_frame(3, level3, w.ret[2], "level3");
+	EQ_IN("objects looked up in one program's frames", objects1 - objects0, 1);
+	EQ_IN("rules read from a table", tables1 - tables0, 0);
+}
+
 static int compare_calls(const void *a, const void *b)
 {
 	static int done;
@@ -157,6 +198,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    TU_TEST(a_walk_names_each_caller_and_its_return_address),
+	    TU_TEST(a_second_walk_reads_no_table_and_finds_each_object_once),
 	    TU_TEST(a_walk_goes_through_the_c_librarys_frames),
 	    TU_TEST(a_walk_stops_at_max_frames),
 	};
