@@ -99,8 +99,8 @@ static struct cache_entry *cache_slot(uintptr_t ip)
 
 /* 1 with e's packed rule in *w and its function in *fn when e holds ip's
  * rule read from table. */
-static int cache_get(struct cache_entry *e, uintptr_t ip, uintptr_t table, uint64_t *w,
-                     uintptr_t *fn)
+static inline __attribute__((always_inline)) int
+cache_get(struct cache_entry *e, uintptr_t ip, uintptr_t table, uint64_t *w, uintptr_t *fn)
 {
 	uint64_t s1 = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
 	if (s1 & 1)
@@ -516,21 +516,37 @@ static int rule_from_table(uintptr_t ip, const uint8_t *hdr, struct rule *r)
 	return 1;
 }
 
+/* What a walk keeps of an object: its mapping and its unwind table. */
+struct object {
+	uintptr_t start, end;
+	const uint8_t *eh_frame;
+};
+
+/* The object holding this file's code, where every walk starts: found at
+ * the first walk (self_state 0 none, 1 being written, 2 ready), and not
+ * unloaded while its code runs. */
+static struct object self_obj;
+static int self_state;
+
 /* The rule at ip; 0 where the walk ends. obj is the object this walk found
  * last (*found: there is one): an address inside its mapping is in it, as
  * _dl_find_object would say again (the object's code is on this stack), so
  * a walk looks up each object it passes through once, not each frame. */
-static int rule_at(uintptr_t ip, struct dl_find_object *obj, int *found, struct rule *r)
+static int rule_at(uintptr_t ip, struct object *obj, int *found, struct rule *r)
 {
-	if (!*found || ip < (uintptr_t)obj->dlfo_map_start || ip >= (uintptr_t)obj->dlfo_map_end) {
+	if (!*found || ip < obj->start || ip >= obj->end) {
+		struct dl_find_object o;
 		__atomic_add_fetch(&objects_found, 1, __ATOMIC_RELAXED);
-		*found = _dl_find_object((void *)ip, obj) == 0;
+		*found = _dl_find_object((void *)ip, &o) == 0;
 		if (!*found)
 			return 0;
+		obj->start = (uintptr_t)o.dlfo_map_start;
+		obj->end = (uintptr_t)o.dlfo_map_end;
+		obj->eh_frame = o.dlfo_eh_frame;
 	}
-	if (obj->dlfo_eh_frame == NULL)
+	if (obj->eh_frame == NULL)
 		return 0;
-	uintptr_t table = (uintptr_t)obj->dlfo_eh_frame;
+	uintptr_t table = (uintptr_t)obj->eh_frame;
 	struct cache_entry *e = cache_slot(ip);
 	uint64_t w;
 	uintptr_t fn;
@@ -543,7 +559,7 @@ static int rule_at(uintptr_t ip, struct dl_find_object *obj, int *found, struct 
 		return 1;
 	}
 	__atomic_add_fetch(&tables_read, 1, __ATOMIC_RELAXED);
-	if (!rule_from_table(ip, obj->dlfo_eh_frame, r)) {
+	if (!rule_from_table(ip, obj->eh_frame, r)) {
 		if (e != NULL)
 			cache_put(e, ip, table, RULE_NONE, 0);
 		return 0;
@@ -574,11 +590,23 @@ __attribute__((noinline)) unsigned stack_capture(uintptr_t *pc, uintptr_t *fn, u
 	                 : "=r"(ip), "=r"(sp), "=r"(bp));
 	unsigned n = 0;
 	int exact = 1, found = 0;
-	struct dl_find_object obj;
+	struct object obj;
+	int self = __atomic_load_n(&self_state, __ATOMIC_ACQUIRE) == 2;
+	if (self) {
+		obj = self_obj;
+		found = 1;
+	}
 	for (;;) {
 		struct rule r;
 		if (!rule_at(exact ? ip : ip - 1, &obj, &found, &r))
 			break;
+		int none = 0;
+		if (!self && __atomic_compare_exchange_n(&self_state, &none, 1, 0, __ATOMIC_ACQUIRE,
+		                                         __ATOMIC_RELAXED)) {
+			self_obj = obj; /* found: this walk's first rule came from it */
+			__atomic_store_n(&self_state, 2, __ATOMIC_RELEASE);
+		}
+		self = 1;
 		if (n > 0)
 			fn[n - 1] = r.fn;
 		uintptr_t cfa = (r.cfa_rbp ? bp : sp) + (uintptr_t)r.cfa_off;

@@ -20,8 +20,9 @@
  * 64-bit words (one atomic load and store each: threads share it without
  * a lock), and so is the address where a walk ends; each entry is checked
  * against the object _dl_find_object finds for it, once per object the
- * walk passes through (~120 instructions), not per frame (stack.c). A
- * frame seen before then costs a few dozen instructions.
+ * walk passes into (~60 instructions), not per frame, and never for the
+ * allocator's own, where every walk starts (stack.c). A frame seen before
+ * then costs a few dozen instructions.
  *
  * What is not handled ends the stack, never guesses: a CFA given by a
  * DWARF expression (signal frames, PLT entries), a CFA in a register
