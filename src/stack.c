@@ -38,12 +38,15 @@ struct rule {
  *
  * Two tables, each mapped when first needed: a process starts with the small
  * one (STACK_CACHE_SMALL entries, 2.5 KiB: one page) and moves to the full
- * one (STACK_CACHE_SIZE, 20 KiB) after STACK_CACHE_EVICTIONS evictions, which
- * only a working set past the small table's makes. A program whose samples
- * see a few dozen return addresses (most small ones: 10-20) keeps one page
- * where the full table's entries would land on all five, and one that sees
- * more pays the misses of at most STACK_CACHE_EVICTIONS frames before the
- * move. The small table stays mapped after it (a reader may still hold it).
+ * one (STACK_CACHE_SIZE, 20 KiB) after STACK_CACHE_EVICTIONS evictions with
+ * at least half its slots taken: a working set past the small table's. A
+ * few addresses that share their slots evict each other without moving it
+ * (seed 000's 16 addresses moved it in some runs before that second
+ * condition): a miss or two a sample. A program whose samples see a few
+ * dozen return addresses (most small ones: 10-20) keeps one page where the
+ * full table's entries would land on all five, and one that sees more pays
+ * the misses of about STACK_CACHE_EVICTIONS frames before the move. The
+ * small table stays mapped after it (a reader may still hold it).
  *
  * An entry holds the unwind table it was read from, and a hit must name
  * the table _dl_find_object gives for the address now (~75 instructions
@@ -70,7 +73,7 @@ _Static_assert(STACK_CACHE_SMALL * sizeof(struct cache_entry) <= 4096,
                "the small table is one page");
 
 static struct cache_entry *cache_small, *cache_full;
-static uint32_t cache_evictions; /* relaxed atomic */
+static uint32_t cache_used, cache_evictions; /* relaxed atomics */
 
 /* The slots an address may use: table t, from slot first, mask + 1 of them. */
 struct cache_set {
@@ -112,7 +115,8 @@ static struct cache_set cache_set_of(uintptr_t ip)
 	uint64_t h = (uint64_t)ip * 0x9E3779B97F4A7C15ULL;
 	struct cache_entry *c = __atomic_load_n(&cache_full, __ATOMIC_ACQUIRE);
 	if (c == NULL &&
-	    __atomic_load_n(&cache_evictions, __ATOMIC_RELAXED) >= STACK_CACHE_EVICTIONS)
+	    __atomic_load_n(&cache_evictions, __ATOMIC_RELAXED) >= STACK_CACHE_EVICTIONS &&
+	    __atomic_load_n(&cache_used, __ATOMIC_RELAXED) >= STACK_CACHE_SMALL / 2)
 		c = cache_table(&cache_full, STACK_CACHE_SIZE);
 	if (c != NULL)
 		return (struct cache_set){c, (uint32_t)(h >> (64 - STACK_CACHE_BITS)),
@@ -184,6 +188,8 @@ static void cache_insert(const struct cache_set *set, uintptr_t ip, uintptr_t ta
 	if (free_slot == NULL) {
 		free_slot = &set->t[set->first];
 		__atomic_fetch_add(&cache_evictions, 1, __ATOMIC_RELAXED);
+	} else {
+		__atomic_fetch_add(&cache_used, 1, __ATOMIC_RELAXED);
 	}
 	cache_put(free_slot, ip, table, r);
 }
