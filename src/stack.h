@@ -16,10 +16,12 @@
  * libgcc's _Unwind_Backtrace does the same in ~2,000 instructions a frame
  * (it tracks every register and runs every rule, each time): 4-5% of
  * wl-small's instructions at one sample per 512 KiB. Here the three rules
- * an unwind needs are cached per return address in a direct-mapped table
- * of 64-bit words (one atomic load and store each: threads share it
- * without a lock), so a frame seen before costs about a hundred
- * instructions, most of them _dl_find_object checking the entry (stack.c).
+ * an unwind needs are cached per return address in a hashed table of
+ * 64-bit words (one atomic load and store each: threads share it without a
+ * lock), so a frame seen before costs about a hundred instructions, most of
+ * them _dl_find_object checking the entry (stack.c). The table starts at
+ * one page and grows to 20 KiB only for a program whose samples see more
+ * return addresses than that page holds.
  *
  * What is not handled ends the stack, never guesses: a CFA given by a
  * DWARF expression (signal frames, PLT entries), a CFA in a register
@@ -47,5 +49,9 @@ unsigned stack_capture(uintptr_t *pc, uintptr_t *fn, unsigned max);
  * addr2line -e FILE takes); NULL when no object holds pc. Lock-free and
  * async-signal-safe (_dl_find_object). */
 const char *stack_object(uintptr_t pc, uintptr_t *base);
+
+/* How many entries the rule cache has now: 0 before the first capture,
+ * then the small table's or the full one's (stack.c). For tests. */
+size_t stack_cache_entries(void);
 
 #endif
