@@ -48,7 +48,7 @@ static struct {
 	uint64_t updates, stories;
 	struct pa_malloc_stats ms; /* scratch (4.6 KiB: not on the thread's stack) */
 	char path[LIVE_PATH_MAX];
-} live;
+} live __attribute__((aligned(4096))); /* its 5.2 KiB on two pages, not three */
 
 /* ---- making the file ------------------------------------------------------- */
 
@@ -280,7 +280,9 @@ static void live_answer(uint64_t *request, uint64_t *served, uint64_t *status, c
 
 /*
  * The scavenger's hook: at its first wake in this process make the file
- * (figures and story), then refresh both whenever a reader asked. From
+ * (its figures; the story waits for the first reader, so a process
+ * nobody watches never runs stats_print.c nor touches the text slots'
+ * pages), then refresh both whenever a reader asked. From
  * then on the thread sleeps on the file's wake word, which readers wake,
  * and at most LIVE_PERIOD_NS. A wake nobody asked for costs a load.
  * Returns the longest the thread may sleep (0: no file, no bound).
@@ -300,7 +302,7 @@ static uint64_t live_publish(uint32_t **wake_word)
 		if (__atomic_load_n(&pa_conf.live, __ATOMIC_RELAXED))
 			live_create(pid);
 		if (live.map != NULL) {
-			live_refresh(live.map, 1);
+			live_refresh(live.map, 0);
 			*wake_word = &live.map->wake;
 		}
 		return live.map != NULL ? LIVE_PERIOD_NS : 0;

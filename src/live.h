@@ -15,9 +15,11 @@
  *
  * Who writes: the scavenger thread, never a signal handler and never a
  * malloc path. It creates the file when it starts (so a short program that
- * never starts it has none, and says nothing to `stat`), fills it once,
- * and refreshes figures and story (pa_malloc_stats_print's text) whenever
- * a reader asked (request != served). The thread wakes at least every
+ * never starts it has none, and says nothing to `stat`), fills in its
+ * figures once (its story waits for the first reader: a process nobody
+ * watches never renders one), and refreshes figures and story
+ * (pa_malloc_stats_print's text) whenever a reader asked (request !=
+ * served). The thread wakes at least every
  * LIVE_PERIOD_NS while the file exists, which is already its idle rhythm,
  * and a reader wakes it at once. Not refreshing on every wake is what
  * keeps an unwatched process's cost at nothing: a refresh takes every

@@ -86,9 +86,20 @@ static void cpulist_path(char *buf, unsigned id)
 	memcpy(p, tail, sizeof(tail));
 }
 
+/* Zero n bytes at p, writing only those that are not zero: memory never
+ * written (the process's one struct pa_numa, in .bss) stays on the shared
+ * zero page instead of becoming private pages of zeros. */
+static void clear_unwritten(void *p, size_t n)
+{
+	unsigned char *b = p;
+	for (size_t i = 0; i < n; i++)
+		if (b[i] != 0)
+			b[i] = 0;
+}
+
 void node_topology(struct pa_numa *t, enum pa_numa_mode mode, unsigned fake)
 {
-	memset(t, 0, sizeof(*t));
+	clear_unwritten(t, sizeof(*t));
 	t->nodes = 1;
 	for (unsigned i = 0; i < PA_NUMA_MAX_NODES; i++)
 		t->bind_node[i] = -1;

@@ -54,11 +54,12 @@ struct pa_numa {
 	unsigned window_bits; /* each node's window is 2^window_bits bytes */
 	/* The node each heap binds to (its number on the machine), or -1: none. */
 	int bind_node[PA_NUMA_MAX_NODES];
-	unsigned long online_mask; /* online nodes below 64 (interleave) */
-	/* The heap of each CPU id: CPUs past the table, or in no node's
-	 * cpulist, take node 0's. */
-	uint8_t node_of_cpu[PA_CACHE_MAX_CPUS];
+	unsigned long online_mask;           /* online nodes below 64 (interleave) */
 	unsigned cpus_of[PA_NUMA_MAX_NODES]; /* CPU ids mapped to each heap */
+	/* The heap of each CPU id: CPUs past the table, or in no node's
+	 * cpulist, take node 0's. Last, and written only where not 0: with one
+	 * node the 4 KiB table stays on the zero page, out of the RSS. */
+	uint8_t node_of_cpu[PA_CACHE_MAX_CPUS];
 };
 
 /* Read the topology and decide the split for mode and numa_fake (0: the

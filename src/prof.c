@@ -69,7 +69,13 @@ static double prof_one_minus_exp_neg(double x)
 
 /* ---- state ----------------------------------------------------------------- */
 
+/* The sites' hash table starts at one page of chains and doubles while
+ * there are more sites than chains, up to PROF_TABLE_SIZE: a program with a
+ * few dozen sampled stacks dirties one page of it, where its stacks' hashes
+ * would land on every page of the largest table. */
+#define PROF_TABLE_FIRST_BITS 9u
 #define PROF_TABLE_BITS 11u
+#define PROF_TABLE_FIRST ((size_t)1 << PROF_TABLE_FIRST_BITS)
 #define PROF_TABLE_SIZE ((size_t)1 << PROF_TABLE_BITS)
 /* Buckets and records are carved from blocks of 16 KiB, then twice as
  * large each time up to 256 KiB: what a program that samples little maps
@@ -102,7 +108,8 @@ struct prof_sample {
 
 /* Everything under prof_lock. */
 static pa_lock prof_lock = PA_LOCK_INIT;
-static struct prof_bucket **table; /* PROF_TABLE_SIZE chains, mapped at first use */
+static struct prof_bucket **table; /* table_size chains, mapped at first use */
+static size_t table_size;
 static char *carve_at, *carve_end; /* the current block */
 static struct prof_sample *free_samples;
 static size_t meta_bytes, nsites, samples_live, samples_total, held_bytes, extra_bytes;
@@ -223,18 +230,42 @@ static uint64_t stack_hash(const uintptr_t *pc, unsigned depth)
 	return h;
 }
 
+/* The table at its first size, or twice its size with its chains moved
+ * over and the old one unmapped; under prof_lock. 0 when out of memory (the
+ * old one stays). */
+static int table_grow(void)
+{
+	size_t n = table == NULL ? PROF_TABLE_FIRST : 2 * table_size;
+	struct prof_bucket **t = os_alloc(n * sizeof(*t));
+	if (t == NULL)
+		return 0;
+	for (size_t i = 0; i < table_size; i++) {
+		struct prof_bucket *next;
+		for (struct prof_bucket *b = table[i]; b != NULL; b = next) {
+			next = b->next;
+			b->next = t[b->hash & (n - 1)];
+			t[b->hash & (n - 1)] = b;
+		}
+	}
+	if (table != NULL) {
+		os_unmap(table, table_size * sizeof(*table));
+		meta_bytes -= table_size * sizeof(*table);
+	}
+	meta_bytes += n * sizeof(*t);
+	table = t;
+	table_size = n;
+	return 1;
+}
+
 /* The bucket of a stack, made if new; under prof_lock. NULL when out of
  * memory. */
 static struct prof_bucket *bucket_of(const uintptr_t *pc, unsigned depth)
 {
-	if (table == NULL) {
-		table = os_alloc(PROF_TABLE_SIZE * sizeof(table[0]));
-		if (table == NULL)
-			return NULL;
-		meta_bytes += PROF_TABLE_SIZE * sizeof(table[0]);
-	}
+	if ((table == NULL || (nsites >= table_size && table_size < PROF_TABLE_SIZE)) &&
+	    !table_grow() && table == NULL)
+		return NULL;
 	uint64_t h = stack_hash(pc, depth);
-	struct prof_bucket **head = &table[h & (PROF_TABLE_SIZE - 1)];
+	struct prof_bucket **head = &table[h & (table_size - 1)];
 	for (struct prof_bucket *b = *head; b != NULL; b = b->next)
 		if (b->hash == h && b->depth == depth &&
 		    memcmp(b->pc, pc, depth * sizeof(pc[0])) == 0)
@@ -302,7 +333,7 @@ static int write_profile(enum prof_kind kind, const char *path)
 	struct profw_site *sites = os_alloc(len);
 	size_t k = 0;
 	if (sites != NULL && table != NULL) {
-		for (size_t i = 0; i < PROF_TABLE_SIZE && k < n; i++) {
+		for (size_t i = 0; i < table_size && k < n; i++) {
 			for (struct prof_bucket *b = table[i]; b != NULL && k < n; b = b->next) {
 				struct profw_site *s = &sites[k++];
 				s->pc = b->pc;

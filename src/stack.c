@@ -30,13 +30,23 @@ struct rule {
 
 /* ---- the cache --------------------------------------------------------------
  *
- * STACK_CACHE_SIZE entries in sets of two indexed by a hash of the
- * address, each under a sequence count (a seqlock: odd while written; a
- * reader that sees it move or odd misses). Every field is read and written
- * atomically. Mapped at the first capture (20 KiB). Two ways, because one
- * way let two return addresses of a hot stack that hash alike evict each
- * other at every sample (two of wl-large's ten frames under valgrind, whose
- * load addresses are fixed: ~1,000 instructions a sample re-reading them).
+ * Entries indexed by a hash of the address, each under a sequence count (a
+ * seqlock: odd while written; a reader that sees it move or odd misses).
+ * Every field is read and written atomically. An address looks in
+ * STACK_CACHE_PROBES slots from its hash's, and a new entry takes the first
+ * free one of them or evicts the first.
+ *
+ * Two tables, each mapped when first needed: a process starts with the small
+ * one (STACK_CACHE_SMALL entries, 2.5 KiB: one page) and moves to the full
+ * one (STACK_CACHE_SIZE, 20 KiB) after STACK_CACHE_EVICTIONS evictions with
+ * at least half its slots taken: a working set past the small table's. A
+ * few addresses that share their slots evict each other without moving it
+ * (seed 000's 16 addresses moved it in some runs before that second
+ * condition): a miss or two a sample. A program whose samples see a few
+ * dozen return addresses (most small ones: 10-20) keeps one page where the
+ * full table's entries would land on all five, and one that sees more pays
+ * the misses of about STACK_CACHE_EVICTIONS frames before the move. The
+ * small table stays mapped after it (a reader may still hold it).
  *
  * An entry holds the unwind table it was read from, and a hit must name
  * the table _dl_find_object gives for the address now: after a dlclose,
@@ -48,20 +58,28 @@ struct rule {
  */
 #define STACK_CACHE_BITS 9u
 #define STACK_CACHE_SIZE (1u << STACK_CACHE_BITS)
+#define STACK_CACHE_SMALL_BITS 6u
+#define STACK_CACHE_SMALL (1u << STACK_CACHE_SMALL_BITS)
+#define STACK_CACHE_PROBES 4u
+#define STACK_CACHE_EVICTIONS 64u
 
 struct cache_entry {
 	uint64_t seq;
-	uint64_t ip;
+	uint64_t ip;   /* 0: free */
 	uint64_t rule; /* packed: bit 0 cfa_rbp, bits 1-32 cfa_off, 33-48 rbp_off;
 	                * or RULE_NONE */
 	uint64_t fn;
 	uint64_t table; /* the .eh_frame_hdr it was read from */
 };
 
+_Static_assert(STACK_CACHE_SMALL * sizeof(struct cache_entry) <= 4096,
+               "the small table is one page");
+
+static struct cache_entry *cache_small, *cache_full;
+static uint32_t cache_used, cache_evictions; /* relaxed atomics */
+
 /* A cached "no rule here": the walk ends at this address. */
 #define RULE_NONE ((uint64_t)1 << 63)
-
-static struct cache_entry *cache;
 
 /* Objects looked up and rules read from the tables, since the start
  * (stack_counts, for the tests). A walk adds its lookups once, with a load
@@ -69,6 +87,12 @@ static struct cache_entry *cache;
  * two threads' walks may lose one another's, which the tests, walking on
  * one thread, do not meet. Tables are read rarely: a locked add. */
 static uint64_t objects_found, tables_read;
+
+/* The slots an address may use: table t, from slot first, mask + 1 of them. */
+struct cache_set {
+	struct cache_entry *t;
+	uint32_t first, mask;
+};
 
 static uint64_t pack(const struct rule *r)
 {
@@ -83,21 +107,36 @@ static void unpack(uint64_t w, struct rule *r)
 	r->rbp_off = (int16_t)(uint16_t)(w >> 33);
 }
 
-static struct cache_entry *cache_slot(uintptr_t ip)
+/* Table *t of n entries, mapped at its first use; NULL when it cannot be. */
+static struct cache_entry *cache_table(struct cache_entry **t, size_t n)
 {
-	struct cache_entry *c = __atomic_load_n(&cache, __ATOMIC_ACQUIRE);
-	if (c == NULL) {
-		struct cache_entry *fresh = os_alloc(STACK_CACHE_SIZE * sizeof(*fresh));
-		if (fresh == NULL)
-			return NULL;
-		if (__atomic_compare_exchange_n(&cache, &c, fresh, 0, __ATOMIC_ACQ_REL,
-		                                __ATOMIC_ACQUIRE))
-			c = fresh;
-		else
-			os_unmap(fresh, STACK_CACHE_SIZE * sizeof(*fresh));
-	}
+	struct cache_entry *c = __atomic_load_n(t, __ATOMIC_ACQUIRE);
+	if (c != NULL)
+		return c;
+	struct cache_entry *fresh = os_alloc(n * sizeof(*fresh));
+	if (fresh == NULL)
+		return NULL;
+	if (__atomic_compare_exchange_n(t, &c, fresh, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return fresh;
+	os_unmap(fresh, n * sizeof(*fresh));
+	return c;
+}
+
+/* The slots of ip in the table now in use; t NULL when there is none. */
+static struct cache_set cache_set_of(uintptr_t ip)
+{
 	uint64_t h = (uint64_t)ip * 0x9E3779B97F4A7C15ULL;
-	return &c[(h >> (64 - STACK_CACHE_BITS)) & ~(uint64_t)1];
+	struct cache_entry *c = __atomic_load_n(&cache_full, __ATOMIC_ACQUIRE);
+	if (c == NULL &&
+	    __atomic_load_n(&cache_evictions, __ATOMIC_RELAXED) >= STACK_CACHE_EVICTIONS &&
+	    __atomic_load_n(&cache_used, __ATOMIC_RELAXED) >= STACK_CACHE_SMALL / 2)
+		c = cache_table(&cache_full, STACK_CACHE_SIZE);
+	if (c != NULL)
+		return (struct cache_set){c, (uint32_t)(h >> (64 - STACK_CACHE_BITS)),
+		                          STACK_CACHE_SIZE - 1};
+	c = cache_table(&cache_small, STACK_CACHE_SMALL);
+	return (struct cache_set){c, (uint32_t)(h >> (64 - STACK_CACHE_SMALL_BITS)),
+	                          STACK_CACHE_SMALL - 1};
 }
 
 /* 1 with e's packed rule in *w and its function in *fn when e holds ip's
@@ -122,14 +161,10 @@ cache_get(struct cache_entry *e, uintptr_t ip, uintptr_t table, uint64_t *w, uin
 	return 1;
 }
 
-/* Write ip's packed rule w (function fn, from table) into set e: its empty
- * way, else the first. */
+/* Write ip's packed rule w (function fn, from table) into e. */
 static void cache_put(struct cache_entry *e, uintptr_t ip, uintptr_t table, uint64_t w,
                       uintptr_t fn)
 {
-	if (__atomic_load_n(&e[0].seq, __ATOMIC_RELAXED) != 0 &&
-	    __atomic_load_n(&e[1].seq, __ATOMIC_RELAXED) == 0)
-		e++;
 	uint64_t s = __atomic_load_n(&e->seq, __ATOMIC_RELAXED);
 	if ((s & 1) ||
 	    !__atomic_compare_exchange_n(&e->seq, &s, s + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
@@ -139,6 +174,48 @@ static void cache_put(struct cache_entry *e, uintptr_t ip, uintptr_t table, uint
 	__atomic_store_n(&e->fn, (uint64_t)fn, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->table, (uint64_t)table, __ATOMIC_RELEASE);
 	__atomic_store_n(&e->seq, s + 2, __ATOMIC_RELEASE);
+}
+
+/* 1 with ip's packed rule in *w and its function in *fn when set holds it. */
+static int cache_find(const struct cache_set *set, uintptr_t ip, uintptr_t table, uint64_t *w,
+                      uintptr_t *fn)
+{
+	for (uint32_t k = 0; k < STACK_CACHE_PROBES; k++)
+		if (cache_get(&set->t[(set->first + k) & set->mask], ip, table, w, fn))
+			return 1;
+	return 0;
+}
+
+/* Into ip's own entry (one whose object was unloaded), else the first free
+ * slot, else over the first slot's: an eviction. */
+static void cache_insert(const struct cache_set *set, uintptr_t ip, uintptr_t table, uint64_t w,
+                         uintptr_t fn)
+{
+	struct cache_entry *free_slot = NULL;
+	for (uint32_t k = 0; k < STACK_CACHE_PROBES; k++) {
+		struct cache_entry *e = &set->t[(set->first + k) & set->mask];
+		uint64_t key = __atomic_load_n(&e->ip, __ATOMIC_RELAXED);
+		if (key == ip) {
+			cache_put(e, ip, table, w, fn);
+			return;
+		}
+		if (key == 0 && free_slot == NULL)
+			free_slot = e;
+	}
+	if (free_slot == NULL) {
+		free_slot = &set->t[set->first];
+		__atomic_fetch_add(&cache_evictions, 1, __ATOMIC_RELAXED);
+	} else {
+		__atomic_fetch_add(&cache_used, 1, __ATOMIC_RELAXED);
+	}
+	cache_put(free_slot, ip, table, w, fn);
+}
+
+size_t stack_cache_entries(void)
+{
+	if (__atomic_load_n(&cache_full, __ATOMIC_ACQUIRE) != NULL)
+		return STACK_CACHE_SIZE;
+	return __atomic_load_n(&cache_small, __ATOMIC_ACQUIRE) != NULL ? STACK_CACHE_SMALL : 0;
 }
 
 /* ---- reading .eh_frame ------------------------------------------------------ */
@@ -551,11 +628,10 @@ static int rule_at(uintptr_t ip, struct object *obj, int *found, unsigned *looke
 	if (obj->eh_frame == NULL)
 		return 0;
 	uintptr_t table = (uintptr_t)obj->eh_frame;
-	struct cache_entry *e = cache_slot(ip);
+	struct cache_set set = cache_set_of(ip);
 	uint64_t w;
 	uintptr_t fn;
-	if (e != NULL &&
-	    (cache_get(&e[0], ip, table, &w, &fn) || cache_get(&e[1], ip, table, &w, &fn))) {
+	if (set.t != NULL && cache_find(&set, ip, table, &w, &fn)) {
 		if (w == RULE_NONE)
 			return 0;
 		unpack(w, r);
@@ -564,13 +640,13 @@ static int rule_at(uintptr_t ip, struct object *obj, int *found, unsigned *looke
 	}
 	__atomic_add_fetch(&tables_read, 1, __ATOMIC_RELAXED);
 	if (!rule_from_table(ip, obj->eh_frame, r)) {
-		if (e != NULL)
-			cache_put(e, ip, table, RULE_NONE, 0);
+		if (set.t != NULL)
+			cache_insert(&set, ip, table, RULE_NONE, 0);
 		return 0;
 	}
 	/* Rules that do not fit the packing are not cached. */
-	if (e != NULL && r->cfa_off == (int32_t)r->cfa_off && r->rbp_off == (int16_t)r->rbp_off)
-		cache_put(e, ip, table, pack(r), r->fn);
+	if (set.t != NULL && r->cfa_off == (int32_t)r->cfa_off && r->rbp_off == (int16_t)r->rbp_off)
+		cache_insert(&set, ip, table, pack(r), r->fn);
 	return 1;
 }
 

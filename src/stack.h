@@ -16,13 +16,15 @@
  * libgcc's _Unwind_Backtrace does the same in ~2,000 instructions a frame
  * (it tracks every register and runs every rule, each time): 4-5% of
  * wl-small's instructions at one sample per 512 KiB. Here the three rules
- * an unwind needs are cached per return address in a two-way table of
- * 64-bit words (one atomic load and store each: threads share it without
- * a lock), and so is the address where a walk ends; each entry is checked
+ * an unwind needs are cached per return address in a hashed table of
+ * 64-bit words (one atomic load and store each: threads share it without a
+ * lock), and so is the address where a walk ends; each entry is checked
  * against the object _dl_find_object finds for it, once per object the
  * walk passes into (~60 instructions), not per frame, and never for the
  * allocator's own, where every walk starts (stack.c). A frame seen before
- * then costs a few dozen instructions.
+ * then costs a few dozen instructions. The table starts at one page and
+ * grows to 20 KiB only for a program whose samples see more return
+ * addresses than that page holds.
  *
  * What is not handled ends the stack, never guesses: a CFA given by a
  * DWARF expression (signal frames, PLT entries), a CFA in a register
@@ -55,5 +57,9 @@ void stack_counts(uint64_t *objects, uint64_t *tables);
  * addr2line -e FILE takes); NULL when no object holds pc. Lock-free and
  * async-signal-safe (_dl_find_object). */
 const char *stack_object(uintptr_t pc, uintptr_t *base);
+
+/* How many entries the rule cache has now: 0 before the first capture,
+ * then the small table's or the full one's (stack.c). For tests. */
+size_t stack_cache_entries(void);
 
 #endif

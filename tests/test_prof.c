@@ -24,6 +24,10 @@
  * (the thread's next count-down expiry finds it off); pa_prof_dump writes
  * a gzip file, or fails with errno set and nothing left behind.
  *
+ * The sites' table grows with the sites: its size shows in meta_bytes
+ * modulo 16 KiB, since each of the profiler's other mappings is a multiple
+ * of 16 KiB.
+ *
  * The last test runs the default prof_sample (512 KiB) over 256 MiB of
  * 64-byte mallocs: each malloc is sampled with chance 1 - e^(-64/512K)
  * independently (the draws are exponential, so memoryless), which makes
@@ -205,6 +209,72 @@ static void stats_count_every_sample_by_site_and_forget_freed_ones(void **state)
 		TU_EQ(st.alloc_bytes - b.alloc_bytes, round * sa + sb);
 		TU_EQ(st.sample_bytes - b.sample_bytes, round == 1 ? pb : 0);
 	}
+	tu_case = "";
+}
+
+/* Distinct stacks: descend(bits, k) reaches its malloc through k calls,
+ * each to branch_a or branch_b by one bit of bits, so each of the 2^k
+ * values of bits is a stack of its own (the asm keeps the two branches from
+ * being folded into one function, and every call from being a tail call). */
+static void *descend(unsigned bits, unsigned k);
+
+static void *__attribute__((noinline)) branch_a(unsigned bits, unsigned k)
+{
+	__asm__ volatile("# branch a" ::: "memory");
+	void *p = descend(bits, k);
+	__asm__ volatile("" : : "r"(p) : "memory");
+	return p;
+}
+
+static void *__attribute__((noinline)) branch_b(unsigned bits, unsigned k)
+{
+	__asm__ volatile("# branch b" ::: "memory");
+	void *p = descend(bits, k);
+	__asm__ volatile("" : : "r"(p) : "memory");
+	return p;
+}
+
+static void *__attribute__((noinline)) descend(unsigned bits, unsigned k)
+{
+	void *p = k == 0     ? pa_malloc(64)
+	          : bits & 1 ? branch_a(bits >> 1, k - 1)
+	                     : branch_b(bits >> 1, k - 1);
+	__asm__ volatile("" : : "r"(p) : "memory");
+	return p;
+}
+
+/* New sites, one sampled stack at a time, until there are `want` in all. */
+static void sites_up_to(size_t want, unsigned *bits)
+{
+	while (prof_now().sites < want) {
+		assert_true(*bits < (1u << 11));
+		pa_free(descend((*bits)++, 11));
+	}
+	TU_EQ(prof_now().sites, want);
+}
+
+/* The sites' table starts at one page of 512 chains and doubles when a
+ * site past its chains' count comes, up to 2,048 chains (16 KiB). Seen in
+ * meta_bytes: every other mapping of the profiler's is a multiple of 16
+ * KiB (its carve blocks), so meta_bytes mod 16 KiB is the table's bytes. */
+static void the_sites_table_starts_at_a_page_and_doubles_with_the_sites(void **state)
+{
+	(void)state;
+	sample_every_allocation();
+	unsigned bits = 0;
+	TU_EQ(prof_now().sites <= 512, 1);
+	tu_case = "512 sites: 512 chains";
+	sites_up_to(512, &bits);
+	TU_EQ(prof_now().meta_bytes % (16 * KIB), 4 * KIB);
+	tu_case = "513 sites: 1,024 chains";
+	sites_up_to(513, &bits);
+	TU_EQ(prof_now().meta_bytes % (16 * KIB), 8 * KIB);
+	tu_case = "1,024 sites: 1,024 chains";
+	sites_up_to(1024, &bits);
+	TU_EQ(prof_now().meta_bytes % (16 * KIB), 8 * KIB);
+	tu_case = "1,025 sites: 2,048 chains";
+	sites_up_to(1025, &bits);
+	TU_EQ(prof_now().meta_bytes % (16 * KIB), 0);
 	tu_case = "";
 }
 
@@ -690,6 +760,7 @@ int main(void)
 		return 1;
 	const struct CMUnitTest tests[] = {
 	    TU_TEST(stats_count_every_sample_by_site_and_forget_freed_ones),
+	    TU_TEST(the_sites_table_starts_at_a_page_and_doubles_with_the_sites),
 	    TU_TEST(a_sampled_block_has_the_usable_size_it_has_unsampled),
 	    TU_TEST(free_sized_takes_a_sampled_block_with_its_requested_or_usable_size),
 	    TU_TEST(realloc_of_a_sampled_block_moves_it_and_keeps_its_bytes),

@@ -5,7 +5,8 @@
  * pointers, through a frame whose CFA is rbp-based (alloca), through the C
  * library's qsort calling back into us, and a second time from the cache:
  * the object of each run of frames looked up once, and no rule read from a
- * table again, the outermost frame's (where the walk ends) included.
+ * table again, the outermost frame's (where the walk ends) included; the
+ * cache starts at one page and grows when its entries are evicted.
  *
  * The truth comes from the compiler: each level notes
  * __builtin_return_address(0), the address its caller resumes at, and the
@@ -115,6 +116,57 @@ static void a_walk_names_each_caller_and_its_return_address(void **state)
 		TU_EQ(w.fn[k], first.fn[k]);
 }
 
+/* Distinct call sites: SITES functions, each calling level0 from its own
+ * return address (the asm keeps the compiler from folding them into one). */
+#define SITE(i)                                                                                    \
+	NOINLINE static void site##i(void)                                                         \
+	{                                                                                          \
+		__asm__ volatile("# site " #i ::: "memory");                                       \
+		level0();                                                                          \
+		KEEP();                                                                            \
+	}
+#define SITES4(i) SITE(i##0) SITE(i##1) SITE(i##2) SITE(i##3)
+#define SITES16(i) SITES4(i##0) SITES4(i##1) SITES4(i##2) SITES4(i##3)
+SITES16(1)
+SITES16(2)
+SITES16(3)
+SITES16(4)
+SITES16(5)
+SITES16(6)
+SITES16(7)
+SITES16(8)
+SITES16(9)
+#define REF(i) site##i,
+#define REFS4(i) REF(i##0) REF(i##1) REF(i##2) REF(i##3)
+#define REFS16(i) REFS4(i##0) REFS4(i##1) REFS4(i##2) REFS4(i##3)
+static void (*const sites[])(void) = {REFS16(1) REFS16(2) REFS16(3) REFS16(4) REFS16(5) REFS16(6)
+                                          REFS16(7) REFS16(8) REFS16(9)};
+
+static void the_cache_starts_at_one_page_and_grows_past_its_evictions(void **state)
+{
+	(void)state;
+	TU_EQ(stack_cache_entries(), 0); /* no capture yet */
+	memset(&w, 0, sizeof(w));
+	level3();
+	check_chain();
+	TU_EQ(stack_cache_entries(), 64); /* one page of 40-byte entries */
+	/* 144 return addresses more than the small table's 64 slots hold: at
+	 * least 80 evictions, past the 64 that move the cache to its full table. */
+	for (size_t i = 0; i < sizeof(sites) / sizeof(sites[0]); i++) {
+		memset(&w, 0, sizeof(w));
+		sites[i]();
+		EQ_IN("a site's frame", w.fn[1], (uintptr_t)sites[i]);
+	}
+	memset(&w, 0, sizeof(w));
+	level3();
+	check_chain();
+	TU_EQ(stack_cache_entries(), 512);
+	/* And from the full table's entries, the same walk. */
+	memset(&w, 0, sizeof(w));
+	level3();
+	check_chain();
+}
+
 /* A walk of at most max frames (0: MAX) from level0, always from this one
  * call site, so that every walk passes the same return addresses. */
 NOINLINE void walk_from_here(unsigned max)
@@ -218,6 +270,8 @@ static void a_walk_stops_at_max_frames(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    /* First: it sees the cache before any capture. */
+	    TU_TEST(the_cache_starts_at_one_page_and_grows_past_its_evictions),
 	    TU_TEST(a_walk_names_each_caller_and_its_return_address),
 	    TU_TEST(a_second_walk_reads_no_table_and_finds_each_object_once),
 	    TU_TEST(a_walk_goes_through_the_c_librarys_frames),

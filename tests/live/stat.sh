@@ -8,7 +8,8 @@
 #   between its two readies it allocates 8 large blocks of 256 KiB and 1000
 #   of 64 bytes, and `stat --json` before and after differs by exactly that:
 #   large_objects +8, large_bytes +2 MiB, live_objects +1008, heap_alloc
-#   +2 MiB + 64000; `stat` prints the story with the same live objects;
+#   +2 MiB + 64000; before anyone asked, the file has its figures once
+#   and no story; `stat` prints the story with the same live objects;
 #   the file is mode 0600 in a 0700 directory; `--watch 0.2` prints a header
 #   and a line per interval and, when the process exits, one line saying so;
 #   the file is gone after the exit.
@@ -103,6 +104,22 @@ figures)
 	[ -f "$dir/$pid" ] || fail "no live file $dir/$pid"
 	[ "$(stat -c %a "$dir/$pid")" = 600 ] || fail "file mode $(stat -c %a "$dir/$pid"), want 600"
 	[ "$(stat -c %a "$dir")" = 700 ] || fail "directory mode $(stat -c %a "$dir"), want 700"
+	# Before any reader asks: the figures filled in once, no story (it
+	# waits for the first reader: src/live.c, live_publish), so its text
+	# slots' pages stay untouched. "updates stories text_len".
+	got=$(python3 -c '
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import pagealloc_stat as s
+live = s.Live(int(sys.argv[2]))
+for _ in range(200):
+    h, figs, text = live.read()
+    if figs["updates"] != 0:
+        break
+    time.sleep(0.05)
+print(figs["updates"], figs["stories"], h["text_len"])' "$(dirname "$stat_py")" "$pid") ||
+		fail "reading the unasked file failed"
+	[ "$got" = "1 0 0" ] || fail "unasked file: updates stories text_len $got, want 1 0 0"
 	step_grew "$pid" large_objects:8 large_bytes:2097152 live_objects:1008 heap_alloc:2161152
 	live=$(json "$tmp/after.json" live_objects)
 	python3 "$stat_py" stat "$pid" >"$tmp/story" || fail "stat failed"
