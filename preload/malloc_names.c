@@ -31,6 +31,7 @@
  * 16-byte new + sized delete pair 4 instructions (docs/benchmarks.md).
  */
 #include "../src/malloc.c"
+#include "live.h"
 
 #define PA_ALIAS(name, target)                                                                     \
 	extern __typeof(target) name __attribute__((alias(#target), visibility("default")))
@@ -94,3 +95,10 @@ PA_ALIAS(_ZdlPvm, delete_sized);
 PA_ALIAS(_ZdaPvm, delete_array_sized);
 PA_ALIAS(_ZdlPvmSt11align_val_t, delete_sized);
 PA_ALIAS(_ZdaPvmSt11align_val_t, delete_array_sized);
+
+/* A static link (cc -static app.c -lpagealloc-preload) takes this object for
+ * malloc, and with this reference live.o too, whose constructor hands the
+ * live file's writer to the scavenger (`pagealloc stat`, `pagealloc map`):
+ * nothing else names live.o, and a linker leaves an archive's unnamed
+ * objects out. (The shared library has every object.) */
+__attribute__((used)) static void (*const pull_live)(void) = live_init;

@@ -187,6 +187,10 @@ pa_preload_test(preload_guard_run bash ${PA_PT_DIR}/guard.sh ${PA_PT_PRELOAD}
 #   live_stat_linked        stat.sh: live_target_linked (-lpagealloc, its
 #                           blocks pa_malloc's, no preload): the same exact
 #                           changes as live_stat_figures
+#   live_stat_static        stat.sh, the linked case: live_target linked
+#                           -static with libpagealloc-preload.a (malloc is
+#                           ours, no preload; live.o comes in only because
+#                           malloc_names.o names it): the same changes
 add_executable(live_target ${PROJECT_SOURCE_DIR}/tests/live/live_target.c)
 add_executable(live_target_linked ${PROJECT_SOURCE_DIR}/tests/live/live_target.c)
 target_compile_definitions(live_target_linked PRIVATE LIVE_TARGET_LINKED)
@@ -200,6 +204,19 @@ endforeach()
 pa_preload_test(live_stat_linked bash ${PROJECT_SOURCE_DIR}/tests/live/stat.sh
 	${PA_PT_PRELOAD} $<TARGET_FILE:live_target_linked>
 	${PROJECT_SOURCE_DIR}/tools/pagealloc_stat.py linked)
+# A fully static program needs the C library's libc.a (libc6-dev has it).
+include(CheckCSourceCompiles)
+set(CMAKE_REQUIRED_LINK_OPTIONS -static)
+check_c_source_compiles("int main(void) { return 0; }" PA_CAN_LINK_STATIC)
+unset(CMAKE_REQUIRED_LINK_OPTIONS)
+if(PA_CAN_LINK_STATIC)
+	add_executable(live_target_static ${PROJECT_SOURCE_DIR}/tests/live/live_target.c)
+	target_link_options(live_target_static PRIVATE -static)
+	target_link_libraries(live_target_static PRIVATE pagealloc_preload_static Threads::Threads)
+	pa_preload_test(live_stat_static bash ${PROJECT_SOURCE_DIR}/tests/live/stat.sh
+		${PA_PT_PRELOAD} $<TARGET_FILE:live_target_static>
+		${PROJECT_SOURCE_DIR}/tools/pagealloc_stat.py linked)
+endif()
 
 # ---- the heap map and `pagealloc map` ----------------------------------------------
 #   live_map                tests/live/map_check.py: map_target holds seed 000's

@@ -18,8 +18,9 @@
 #   time is not its process's (removed, then reported as not on
 #   libpagealloc), a planted file of a dead pid (removed), a process run with
 #   live=off; for another user's process (pid 1) when not root.
-# CASE linked: LIVE_TARGET is live_target_linked (-lpagealloc, no preload):
-#   the figures case's exact changes and the story.
+# CASE linked: LIVE_TARGET is live_target_linked (-lpagealloc, no preload),
+#   or live_target_static (-static with libpagealloc-preload.a): the figures
+#   case's exact changes and the story.
 # CASE python3: python3 on the preload; a 10 MiB bytearray allocated between
 #   two readies is exactly one large object and its 1281 pages more.
 set -u
