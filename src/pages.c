@@ -72,9 +72,6 @@ static void scav_config_from_conf(struct pa_scav_config *c)
 	    (unsigned)__atomic_load_n(&pa_conf.scavenge_burst_percent, __ATOMIC_RELAXED);
 }
 
-/* Arm the lazy start; allowed_grows: growths that do not count as work.
- * Single-threaded (the build under init_lock, a forked child) or racing
- * only with pages_background's reads, which the release store orders. */
 /* The heaps' frees and growths: pages_background reads them at every call
  * while the thread is armed, so one node's is two loads, as before NUMA. */
 static inline uint64_t heaps_free_count(void)
@@ -93,6 +90,9 @@ static inline uint64_t heaps_grow_count(void)
 	return n;
 }
 
+/* Arm the lazy start; allowed_grows: growths that do not count as work.
+ * Single-threaded (the build under init_lock, a forked child) or racing
+ * only with pages_background's reads, which the release store orders. */
 static void scav_arm(uint64_t allowed_grows)
 {
 	armed_frees = heaps_free_count();
