@@ -309,17 +309,10 @@ static void vg_note_size(void *p, size_t n)
 	}
 	int exact;
 	unsigned i = span_index(s, (uintptr_t)p, &exact);
-	uint32_t *sizes = __atomic_load_n(&s->vg_sizes, __ATOMIC_ACQUIRE);
-	if (sizes == NULL) {
-		uint32_t *fresh = os_alloc(span_objects(s) * sizeof(uint32_t));
-		if (fresh == NULL)
-			return;
-		if (!__atomic_compare_exchange_n(&s->vg_sizes, &sizes, fresh, 0, __ATOMIC_ACQ_REL,
-		                                 __ATOMIC_ACQUIRE))
-			os_unmap(fresh, span_objects(s) * sizeof(uint32_t));
-		else
-			sizes = fresh;
-	}
+	uint32_t *sizes =
+	    os_alloc_once((void **)&s->vg_sizes, span_objects(s) * sizeof(uint32_t), NULL);
+	if (sizes == NULL)
+		return;
 	sizes[i] = (uint32_t)n;
 }
 

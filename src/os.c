@@ -127,6 +127,27 @@ void *os_alloc(size_t size)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+void *os_alloc_once(void **slot, size_t size, int *made)
+{
+	if (made != NULL)
+		*made = 0;
+	void *p = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	if (p != NULL)
+		return p;
+	void *fresh = os_alloc(size);
+	if (fresh == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (!__atomic_compare_exchange_n(slot, &p, fresh, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		os_unmap(fresh, size); /* another thread's is in place: p */
+		return p;
+	}
+	if (made != NULL)
+		*made = 1;
+	return fresh;
+}
+
 void os_unmap(void *addr, size_t size)
 {
 	if (addr != NULL && size != 0)

@@ -44,6 +44,13 @@ int os_protect_none(void *addr, size_t size);
 /* Allocate zeroed read-write memory for metadata (NULL on failure). */
 void *os_alloc(size_t size);
 
+/* What *slot points to, mapped now (os_alloc, size bytes) if *slot is NULL:
+ * the first of racing threads puts its mapping there and the others unmap
+ * theirs and return it. *made (if non-NULL) gets 1 when this call's mapping
+ * went in. NULL (ENOMEM) when *slot was NULL and mapping failed. *slot is
+ * read and written atomically (acquire, release). */
+void *os_alloc_once(void **slot, size_t size, int *made);
+
 /* Return a range to the OS entirely. */
 void os_unmap(void *addr, size_t size);
 

@@ -16,19 +16,6 @@ static size_t mids, leaves;
 #define MID_BYTES (PA_PAGEMAP_MID_LEN * sizeof(struct pa_span **))
 #define LEAF_BYTES (PA_PAGEMAP_LEAF_LEN * (sizeof(struct pa_span *) + 1))
 
-/* Bytes of zeroed, committed address space, or NULL (ENOMEM). */
-static void *map_zeroed(size_t bytes)
-{
-	void *m = os_reserve(bytes, os_page_size());
-	if (m != NULL && os_commit(m, bytes) != 0) {
-		os_unmap(m, bytes);
-		m = NULL;
-	}
-	if (m == NULL)
-		errno = ENOMEM;
-	return m;
-}
-
 /* The middle array of root index t, committed now if it was not: the
  * first range to get one is the home range (pagemap.h), whose array is
  * static; every thread that finds pagemap_home at t puts that one in the
@@ -49,16 +36,10 @@ static struct pa_span ***mid_get(uintptr_t t)
 		                            __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 		return pagemap_home_mid;
 	}
-	mid = map_zeroed(MID_BYTES);
-	if (mid == NULL)
-		return NULL;
-	struct pa_span ***old = NULL;
-	if (!__atomic_compare_exchange_n(&pagemap_root[t], &old, mid, 0, __ATOMIC_ACQ_REL,
-	                                 __ATOMIC_ACQUIRE)) {
-		os_unmap(mid, MID_BYTES); /* another thread's is in place: old */
-		return old;
-	}
-	__atomic_fetch_add(&mids, 1, __ATOMIC_RELAXED);
+	int made;
+	mid = os_alloc_once((void **)&pagemap_root[t], MID_BYTES, &made);
+	if (made)
+		__atomic_fetch_add(&mids, 1, __ATOMIC_RELAXED);
 	return mid;
 }
 
@@ -74,16 +55,11 @@ static struct pa_span **leaf_get(uintptr_t r)
 	struct pa_span ***mid = mid_get(r >> (PA_PAGEMAP_MID_SHIFT - PA_PAGEMAP_LEAF_SHIFT));
 	if (mid == NULL)
 		return NULL;
-	struct pa_span **m = map_zeroed(LEAF_BYTES);
-	if (m == NULL)
-		return NULL;
-	if (!__atomic_compare_exchange_n(&mid[r & (PA_PAGEMAP_MID_LEN - 1)], &leaf, m, 0,
-	                                 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-		os_unmap(m, LEAF_BYTES); /* another thread's leaf is in place: leaf */
-		return leaf;
-	}
-	__atomic_fetch_add(&leaves, 1, __ATOMIC_RELAXED);
-	return m;
+	int made;
+	leaf = os_alloc_once((void **)&mid[r & (PA_PAGEMAP_MID_LEN - 1)], LEAF_BYTES, &made);
+	if (made)
+		__atomic_fetch_add(&leaves, 1, __ATOMIC_RELAXED);
+	return leaf;
 }
 
 int pagemap_set_class(uintptr_t base, size_t npages, struct pa_span *s, unsigned cls)

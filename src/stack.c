@@ -110,16 +110,7 @@ static void unpack(uint64_t w, struct rule *r)
 /* Table *t of n entries, mapped at its first use; NULL when it cannot be. */
 static struct cache_entry *cache_table(struct cache_entry **t, size_t n)
 {
-	struct cache_entry *c = __atomic_load_n(t, __ATOMIC_ACQUIRE);
-	if (c != NULL)
-		return c;
-	struct cache_entry *fresh = os_alloc(n * sizeof(*fresh));
-	if (fresh == NULL)
-		return NULL;
-	if (__atomic_compare_exchange_n(t, &c, fresh, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-		return fresh;
-	os_unmap(fresh, n * sizeof(*fresh));
-	return c;
+	return os_alloc_once((void **)t, n * sizeof(**t), NULL);
 }
 
 /* The slots of ip in the table now in use; t NULL when there is none. */
