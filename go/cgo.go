@@ -1,0 +1,120 @@
+//go:build cgo
+
+package pagealloc
+
+/*
+#include <pagealloc.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+// A block of Calloc: n bytes for the caller, then its trailer (tag, size,
+// sampled: meta) in the last 8 bytes of the block's usable size, so the
+// caller's first byte is the block's and pa_free checks the pointer itself.
+// Calloc's and Free's stacks in the library's profile pass through these
+// two names (profile.go leaves those samples to the Go side).
+static void *gopa_calloc(size_t n, uint64_t meta)
+{
+	void *p = pa_calloc(1, n + sizeof meta);
+	if (p == NULL)
+		return NULL;
+	memcpy((char *)p + pa_malloc_usable_size(p) - sizeof meta, &meta, sizeof meta);
+	return p;
+}
+
+// pa_malloc_usable_size reports a pointer the heap did not hand out (one
+// line naming it, then abort) before anything is read.
+static uint64_t gopa_free(void *p)
+{
+	uint64_t meta;
+	memcpy(&meta, (char *)p + pa_malloc_usable_size(p) - sizeof meta, sizeof meta);
+	pa_free(p);
+	return meta;
+}
+
+static int gopa_prof_dump(const char *path) { return pa_prof_dump(path); }
+*/
+import "C"
+
+import (
+	"unsafe"
+)
+
+// trailerBytes is what each Calloc block holds beyond the caller's bytes.
+const trailerBytes = 8
+
+func sysCalloc(n int, meta uint64) unsafe.Pointer {
+	return C.gopa_calloc(C.size_t(n), C.uint64_t(meta))
+}
+
+func sysFree(p unsafe.Pointer) uint64 {
+	return uint64(C.gopa_free(p))
+}
+
+// ---- arenas ----------------------------------------------------------------
+
+type sysHeap struct{ h *C.pa_heap_t }
+
+func sysHeapNew() sysHeap {
+	h := C.pa_heap_new()
+	if h == nil {
+		fatalf("NewHeap: the library has no heap to give (at most 4096 live at once)")
+	}
+	return sysHeap{h}
+}
+
+func (s sysHeap) calloc(n int) unsafe.Pointer {
+	return C.pa_heap_calloc(s.h, 1, C.size_t(n))
+}
+
+func (s sysHeap) release() { C.pa_heap_destroy(s.h) }
+
+func (s sysHeap) stats() HeapStats {
+	var st C.struct_pa_heap_stats
+	C.pa_heap_stats(s.h, &st)
+	return HeapStats{
+		LiveBytes:   uint64(st.live_bytes),
+		LiveObjects: uint64(st.live_objects),
+		PageBytes:   uint64(st.page_bytes),
+		Spans:       uint64(st.spans),
+		Allocs:      uint64(st.allocs),
+	}
+}
+
+// ---- figures ---------------------------------------------------------------
+
+func readCStats(c *CStats) {
+	var m C.struct_pa_malloc_stats
+	C.pa_malloc_stats(&m)
+	var s C.struct_pa_stats
+	C.pa_stats(&s)
+	*c = CStats{
+		HeapSys:          uint64(m.heap_sys),
+		HeapInuse:        uint64(m.heap_inuse),
+		HeapAlloc:        uint64(m.heap_alloc),
+		HeapIdle:         uint64(m.heap_idle),
+		HeapReleased:     uint64(m.heap_released),
+		SpanReleased:     uint64(m.span_released),
+		HeapUsage:        uint64(m.heap_usage),
+		MaxFragmentation: uint64(m.max_fragmentation),
+		LiveObjects:      uint64(m.live_objects),
+		CachedBytes:      uint64(m.cached_bytes),
+		PageInuse:        uint64(s.heap_inuse - s.cache_free - s.cache_queued),
+		Metadata:         uint64(s.metadata),
+	}
+}
+
+// cThreadCacheFlush hands the calling thread's cached objects back
+// (ReadStats's figures are then exact for what this thread did).
+func cThreadCacheFlush() { C.pa_thread_cache_flush() }
+
+func cScavenge() uint64 { return uint64(C.pa_scavenge(0)) }
+
+// ---- profiles --------------------------------------------------------------
+
+// cProfDump writes the library's heap profile to path.
+func cProfDump(path string) bool {
+	cs := C.CString(path)
+	defer C.free(unsafe.Pointer(cs))
+	return C.gopa_prof_dump(cs) == 0
+}
