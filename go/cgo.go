@@ -8,29 +8,9 @@ package pagealloc
 #include <stdlib.h>
 #include <string.h>
 
-// A block of Calloc: n bytes for the caller, then its trailer (tag, size,
-// sampled: meta) in the last 8 bytes of the block's usable size, so the
-// caller's first byte is the block's and pa_free checks the pointer itself.
-// Calloc's and Free's stacks in the library's profile pass through these
-// two names (profile.go leaves those samples to the Go side).
-static void *gopa_calloc(size_t n, uint64_t meta)
-{
-	void *p = pa_calloc(1, n + sizeof meta);
-	if (p == NULL)
-		return NULL;
-	memcpy((char *)p + pa_malloc_usable_size(p) - sizeof meta, &meta, sizeof meta);
-	return p;
-}
-
-// pa_malloc_usable_size reports a pointer the heap did not hand out (one
-// line naming it, then abort) before anything is read.
-static uint64_t gopa_free(void *p)
-{
-	uint64_t meta;
-	memcpy(&meta, (char *)p + pa_malloc_usable_size(p) - sizeof meta, sizeof meta);
-	pa_free(p);
-	return meta;
-}
+// gopa.c
+void *gopa_calloc(size_t n, uint64_t meta);
+uint64_t gopa_free(void *p);
 
 static int gopa_prof_dump(const char *path) { return pa_prof_dump(path); }
 */
@@ -111,6 +91,19 @@ func cThreadCacheFlush() { C.pa_thread_cache_flush() }
 func cScavenge() uint64 { return uint64(C.pa_scavenge(0)) }
 
 // ---- profiles --------------------------------------------------------------
+
+// callocFrames is where the library's samples of Calloc's blocks start:
+// gopa_calloc, up to gopa_free (gopa.c). nil if the compiler did not keep
+// them in that order: those samples then stay in the profile beside the
+// Go side's.
+func callocFrames() []addrRange {
+	lo := uint64(uintptr(unsafe.Pointer(C.gopa_calloc)))
+	hi := uint64(uintptr(unsafe.Pointer(C.gopa_free)))
+	if lo >= hi || hi-lo > 4096 {
+		return nil
+	}
+	return []addrRange{{lo, hi}}
+}
 
 // cProfDump writes the library's heap profile to path.
 func cProfDump(path string) bool {

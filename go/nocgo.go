@@ -72,3 +72,5 @@ func cThreadCacheFlush() {}
 func cScavenge() uint64 { return 0 }
 
 func cProfDump(path string) bool { return false }
+
+func callocFrames() []addrRange { return nil }

@@ -1,12 +1,9 @@
 package pagealloc
 
 import (
-	"debug/elf"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
-	"strings"
 )
 
 // The profile.proto fields this file reads and writes (github.com/google/
@@ -258,7 +255,7 @@ func mergeProfile(base []byte, gos []goSample, rate int64) ([]byte, error) {
 			}
 		}
 	}
-	calloc := callocFrames(maps, strs)
+	calloc := callocFrames()
 	for _, f := range fields {
 		if f.num == pfSample && calloc != nil {
 			through, err := sampleThrough(f.b, locs, calloc)
@@ -386,53 +383,8 @@ func readMapping(b []byte) (cMapping, error) {
 	return m, err
 }
 
-// addrRange is [lo, hi] in the process's addresses.
+// addrRange is [lo, hi) in the process's addresses.
 type addrRange struct{ lo, hi uint64 }
-
-// callocFrames finds, in this executable's symbol table, the C functions
-// Calloc and Free go through (gopa_calloc and the cgo stub named after
-// it), at the addresses the profile's mappings give them. nil when the
-// executable has no symbol table (stripped): the library's samples of
-// Calloc's blocks then stay in the profile beside the Go ones.
-func callocFrames(maps map[uint64]cMapping, strs []string) []addrRange {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil
-	}
-	f, err := elf.Open(exe)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		return nil
-	}
-	var out []addrRange
-	for _, s := range syms {
-		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || !strings.Contains(s.Name, "gopa_calloc") {
-			continue
-		}
-		// The symbol's file offset, then where each mapping of that
-		// offset put it.
-		for _, p := range f.Progs {
-			if p.Type != elf.PT_LOAD || s.Value < p.Vaddr || s.Value >= p.Vaddr+p.Filesz {
-				continue
-			}
-			off := s.Value - p.Vaddr + p.Off
-			for _, m := range maps {
-				if m.file >= uint64(len(strs)) || strs[m.file] != exe {
-					continue
-				}
-				if off >= m.offset && off < m.offset+(m.limit-m.start) {
-					lo := m.start + off - m.offset
-					out = append(out, addrRange{lo, lo + s.Size})
-				}
-			}
-		}
-	}
-	return out
-}
 
 // sampleThrough says whether a sample's stack passes through one of rs.
 func sampleThrough(b []byte, locs map[uint64]cLocation, rs []addrRange) (bool, error) {
@@ -451,7 +403,7 @@ func sampleThrough(b []byte, locs map[uint64]cLocation, rs []addrRange) (bool, e
 		for _, id := range ids {
 			a := locs[id].addr
 			for _, r := range rs {
-				if a >= r.lo && a <= r.hi {
+				if a > r.lo && a < r.hi { // a return address: past the call
 					return true, nil
 				}
 			}
