@@ -80,9 +80,14 @@ func readCStats(c *CStats) {
 		LiveObjects:      uint64(m.live_objects),
 		CachedBytes:      uint64(m.cached_bytes),
 		PageInuse:        uint64(s.heap_inuse - s.cache_free - s.cache_queued),
+		FragBytes:        uint64(C.pa_defrag_frag_bytes()),
 		Metadata:         uint64(s.metadata),
 	}
 }
+
+func sysDefragHint(p unsafe.Pointer) bool { return C.pa_defrag_hint(p) != 0 }
+
+func sysDefragMove(p unsafe.Pointer) unsafe.Pointer { return C.pa_defrag_move(p) }
 
 // cThreadCacheFlush hands the calling thread's cached objects back
 // (ReadStats's figures are then exact for what this thread did).

@@ -69,6 +69,11 @@ func readCStats(c *CStats) { *c = CStats{} }
 
 func cThreadCacheFlush() {}
 
+// Go memory is the garbage collector's: nothing to move.
+func sysDefragHint(p unsafe.Pointer) bool { return false }
+
+func sysDefragMove(p unsafe.Pointer) unsafe.Pointer { return p }
+
 func cScavenge() uint64 { return 0 }
 
 func cProfDump(path string) bool { return false }

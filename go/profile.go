@@ -176,6 +176,16 @@ func profForget(p uintptr) {
 	profMu.Unlock()
 }
 
+// profMove moves a sampled block's record with the block (Move).
+func profMove(from, to uintptr) {
+	profMu.Lock()
+	if l, ok := profLive[from]; ok {
+		delete(profLive, from)
+		profLive[to] = l
+	}
+	profMu.Unlock()
+}
+
 // WriteHeapProfile writes the heap profile of C memory in pprof's format
 // (gzip-compressed profile.proto; sample types alloc_objects, alloc_space,
 // inuse_objects, inuse_space as runtime/pprof's heap profile has them):

@@ -26,6 +26,10 @@ type CStats struct {
 	// figures above count the default heap only), less those the per-CPU
 	// page caches hold free.
 	PageInuse uint64
+	// FragBytes is the free slots inside partly used small-object spans
+	// of the default heap: what moving every block ShouldMove names could
+	// win back at most.
+	FragBytes uint64
 	Metadata  uint64 // the page heap's own bitmaps and summaries
 }
 
@@ -102,10 +106,10 @@ func (s Stats) String() string {
 		s.Backend, mib(int64(s.RSS)), mib(int64(s.GoHeld)), mib(int64(s.CHeld)), mib(s.Rest))
 	fmt.Fprintf(&b, "  Calloc:  %s live in %d blocks\n", mib(s.CallocBytes), s.CallocBlocks)
 	c := s.C
-	fmt.Fprintf(&b, "  C heap:  sys %s, inuse %s, alloc %s in %d objects, idle %s, released %s (+%s inside spans), fragmentation %s, cached %s, pages in use (with arenas) %s, metadata %s\n",
+	fmt.Fprintf(&b, "  C heap:  sys %s, inuse %s, alloc %s in %d objects, idle %s, released %s (+%s inside spans), fragmentation %s (%s movable), cached %s, pages in use (with arenas) %s, metadata %s\n",
 		mib(int64(c.HeapSys)), mib(int64(c.HeapInuse)), mib(int64(c.HeapAlloc)), c.LiveObjects,
 		mib(int64(c.HeapIdle)), mib(int64(c.HeapReleased)), mib(int64(c.SpanReleased)),
-		mib(int64(c.MaxFragmentation)), mib(int64(c.CachedBytes)), mib(int64(c.PageInuse)), mib(int64(c.Metadata)))
+		mib(int64(c.MaxFragmentation)), mib(int64(c.FragBytes)), mib(int64(c.CachedBytes)), mib(int64(c.PageInuse)), mib(int64(c.Metadata)))
 	g := &s.Go
 	fmt.Fprintf(&b, "  Go heap: sys %s, inuse %s, alloc %s in %d objects, idle %s, released %s, stacks %s, other %s, %d GCs\n",
 		mib(int64(g.Sys)), mib(int64(g.HeapInuse)), mib(int64(g.HeapAlloc)), g.HeapObjects,
