@@ -50,6 +50,12 @@
 // on average, 512 KiB unless PAGEALLOC_CONF or SetProfileRate says
 // otherwise), labelled with their tag: `go tool pprof -top FILE`.
 //
+// # Defragmentation
+//
+// After a free phase, ShouldMove names the live Calloc blocks whose moving
+// would let a sparse span drain, and Move moves one (the caller updates its
+// references): compaction that copies only what pins memory.
+//
 // The library reads PAGEALLOC_CONF as its C programs do (memory_limit,
 // scavenge_delay_ms, ...: see include/pagealloc.h).
 package pagealloc

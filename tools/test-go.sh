@@ -14,8 +14,8 @@ build=${1:-build}
 export GOFLAGS=-mod=mod GOPROXY=off
 unset GOTOOLCHAIN
 
-echo "go vet (cgo, then CGO_ENABLED=0)"
-go vet ./go
+echo "go vet (cgo: the package and bench/go; then CGO_ENABLED=0)"
+go vet ./...
 CGO_ENABLED=0 go vet ./go
 echo "go test -race (vendored)"
 go test -count=1 -race ./go
