@@ -118,7 +118,8 @@ func (s Stats) String() string {
 	return b.String()
 }
 
-// Scavenge gives every free page of the C heap back to the OS now (the
-// background scavenger does it within seconds anyway) and returns the bytes
-// released. Nothing for the GoMemory backend: debug.FreeOSMemory is Go's.
+// Scavenge gives every free page of the C heap back to the OS now, the
+// free 4 KiB pages inside partly used spans too (pa_malloc_trim(0); the
+// background scavenger does this within seconds anyway), and returns by how
+// many bytes the C heap's resident memory shrank. Nothing for the GoMemory backend: debug.FreeOSMemory is Go's.
 func Scavenge() uint64 { return cScavenge() }

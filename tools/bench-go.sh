@@ -4,8 +4,11 @@
 #     freed to 64 MiB, a 5 s pause, twice; Go's make, cgo to glibc's calloc
 #     and the same under LD_PRELOAD of jemalloc, tcmalloc and mimalloc, and
 #     this package's Calloc; make with debug.FreeOSMemory and Calloc with
-#     pagealloc.Scavenge after each free phase; RUNS runs of each,
-#     alternating.
+#     pagealloc.Scavenge after each free phase, and Calloc with Move of
+#     what ShouldMove names then Scavenge; RUNS runs of each, alternating.
+#     VARIANTS="make pagealloc ..." picks some; CYCLE_ARGS="-live .. -keep .."
+#     passes flags on.
+#  Set ARENA=0 to skip part 2.
 #  2. 64-byte objects: Heap.Calloc against make (go/bench_test.go), RUNS
 #     alternating runs of each.
 # Prints each variant's medians; logs go to OUT (default bench-results/go).
@@ -21,7 +24,7 @@ unset GOTOOLCHAIN
 go build -o "$out/cycle" ./bench/go/cycle
 go test -c -o "$out/pagealloc.test" ./go
 lib=/usr/lib/x86_64-linux-gnu
-variants=(make make-free libc jemalloc tcmalloc mimalloc pagealloc pagealloc-scavenge)
+variants=(${VARIANTS:-make make-free libc jemalloc tcmalloc mimalloc pagealloc pagealloc-scavenge pagealloc-defrag})
 : >"$out/cycle.log"
 for r in $(seq "$runs"); do
 	for v in "${variants[@]}"; do
@@ -31,15 +34,16 @@ for r in $(seq "$runs"); do
 		mimalloc) pre=$lib/libmimalloc.so.2 a=libc ;;
 		make-free) pre= a="make -scavenge" ;;
 		pagealloc-scavenge) pre= a="pagealloc -scavenge" ;;
+		pagealloc-defrag) pre= a="pagealloc -defrag -scavenge" ;;
 		*) pre= a=$v ;;
 		esac
 		echo "== run $r $v" >>"$out/cycle.log"
-		LD_PRELOAD=$pre "$out/cycle" -alloc=$a -rounds 2 -pause 5s -seed "$r" |
+		LD_PRELOAD=$pre "$out/cycle" -alloc=$a -rounds 2 -pause 5s -seed "$r" ${CYCLE_ARGS:-} |
 			sed "s/^summary\talloc=[a-z]*/summary\tvariant=$v/" >>"$out/cycle.log"
 	done
 done
 : >"$out/arena.log"
-for r in $(seq "$runs"); do
+for r in $(seq "$([ "${ARENA:-1}" = 0 ] && echo 0 || echo "$runs")"); do
 	for b in Make64 HeapCalloc64 CallocFree64; do
 		"$out/pagealloc.test" -test.run '^$' -test.bench "^Benchmark$b\$" -test.benchtime 2000000x |
 			grep '^Benchmark' >>"$out/arena.log"

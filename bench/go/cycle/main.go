@@ -12,6 +12,7 @@
 //	LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 go run ./bench/go/cycle -alloc=libc
 //	go run ./bench/go/cycle -alloc=make                  # Go's heap and its GC
 //	go run ./bench/go/cycle -alloc=pagealloc -scavenge   # pagealloc.Scavenge() after each free
+//	go run ./bench/go/cycle -alloc=pagealloc -defrag -scavenge  # Move what ShouldMove names first
 //
 // One line of results per round, then a summary line (tab-separated
 // key=value) that tools/bench-go.sh collects.
@@ -48,6 +49,7 @@ var (
 	rounds  = flag.Int("rounds", 3, "allocate/free/pause rounds")
 	pause   = flag.Duration("pause", 5*time.Second, "pause after each free phase")
 	seed    = flag.Int64("seed", 1, "random seed")
+	defrag  = flag.Bool("defrag", false, "pagealloc: after each free phase, Move the blocks ShouldMove names (then Scavenge with -scavenge)")
 	stats   = flag.Bool("stats", false, "print pagealloc.ReadStats() at the end of each pause")
 )
 
@@ -117,6 +119,13 @@ func main() {
 			blocks = blocks[:len(blocks)-1]
 		}
 		freed := time.Now()
+		if *defrag {
+			for i, b := range blocks {
+				if pagealloc.ShouldMove(b) {
+					blocks[i] = pagealloc.Move(b)
+				}
+			}
+		}
 		if *release {
 			if *alloc == "make" {
 				debug.FreeOSMemory()
