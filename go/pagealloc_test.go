@@ -40,6 +40,12 @@ var children = map[string]func(){
 		Free(b)
 		Free(b)
 	},
+	"calloc-oom": func() {
+		Calloc(256<<20, "huge") // past memory_limit_hard (the parent sets it)
+	},
+	"calloc-too-large": func() {
+		Calloc(MaxAlloc+1, "huge")
+	},
 	"leaks-none": func() {
 		b := Calloc(10, "x")
 		Free(b)
@@ -182,6 +188,23 @@ func TestFreeOfASliceCallocDidNotReturnStopsWithOneLine(t *testing.T) {
 		}
 		if ptr == "" || !badFreeLine(ptr, c.fault).MatchString(errs) {
 			t.Errorf("%s: no line naming %s in:\n%s", c.name, ptr, firstLines(errs, 3))
+		}
+	}
+}
+
+func TestCallocOutOfMemoryIsFatalWithOneLine(t *testing.T) {
+	cases := []struct{ name, line string }{
+		{"calloc-too-large", fmt.Sprintf("pagealloc: Calloc(%d, \"huge\"): out of memory (larger than the %d bytes a block may have)\n", MaxAlloc+1, MaxAlloc)},
+	}
+	if backend != GoMemory {
+		cases = append(cases, struct{ name, line string }{"calloc-oom", "pagealloc: Calloc(268435456, \"huge\"): out of memory\n"})
+	}
+	os.Setenv("PAGEALLOC_CONF", "memory_limit_hard=64M")
+	defer os.Unsetenv("PAGEALLOC_CONF")
+	for _, c := range cases {
+		out, errs, ok := child(t, c.name)
+		if ok || errs != c.line {
+			t.Errorf("%s: exit 0 %v, stdout %q, stderr %q, want %q", c.name, ok, out, errs, c.line)
 		}
 	}
 }

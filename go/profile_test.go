@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
 )
@@ -25,6 +26,17 @@ func init() {
 			panic(err)
 		}
 		if err := f.Close(); err != nil {
+			panic(err)
+		}
+		g, err := os.Create(os.Getenv("PAGEALLOC_TEST_PROFILE") + ".go")
+		if err != nil {
+			panic(err)
+		}
+		runtime.GC()
+		if err := pprof.Lookup("heap").WriteTo(g, 0); err != nil {
+			panic(err)
+		}
+		if err := g.Close(); err != nil {
 			panic(err)
 		}
 	}
@@ -52,7 +64,10 @@ func TestHeapProfileNamesTheGoCallerInPprof(t *testing.T) {
 	}
 	pprof := func(args ...string) string {
 		t.Helper()
-		args = append([]string{"tool", "pprof"}, append(args, path)...)
+		if args[len(args)-1] != path+".go" {
+			args = append(args, path)
+		}
+		args = append([]string{"tool", "pprof"}, args...)
 		out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), args...).Output()
 		if err != nil {
 			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -75,6 +90,10 @@ func TestHeapProfileNamesTheGoCallerInPprof(t *testing.T) {
 		if strings.Contains(out, "gopa_calloc") {
 			t.Errorf("-sample_index=%s: the library's own sample of a Calloc block is there:\n%s", c.index, out)
 		}
+	}
+	// Merged with Go's own heap profile of the same process: one report.
+	if out := pprof("-top", "-sample_index=alloc_space", path, path+".go"); !regexp.MustCompile(`(?m)^\s*400kB .*/pagealloc/go\.profiledAllocSite\s*$`).MatchString(out) {
+		t.Errorf("merged with Go's heap profile: want profiledAllocSite's 400kB:\n%s", out)
 	}
 	if out := pprof("-tags"); !regexp.MustCompile(`tag: Total 200\.0kB\s*\n\s*200\.0kB \(\s*100%\): profiled`).MatchString(out) {
 		t.Errorf("-tags: want every sample under tag profiled:\n%s", out)
