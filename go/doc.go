@@ -22,7 +22,10 @@
 //     (about 20 s); Go's build cache keeps it.
 //   - System (-tags pagealloc_system): an installed libpagealloc found by
 //     pkg-config (`cmake --install`'s pagealloc.pc; set PKG_CONFIG_PATH for
-//     a prefix of your own, and LD_LIBRARY_PATH to run).
+//     a prefix of your own, and LD_LIBRARY_PATH to run). Go's build cache
+//     does not notice a new PKG_CONFIG_PATH: when switching installations,
+//     put the prefix in CGO_LDFLAGS too (-L PREFIX/lib), as
+//     tools/test-go.sh does.
 //   - GoMemory (CGO_ENABLED=0): Calloc is make and the garbage collector
 //     frees; Free only keeps the counts and the checks, so code, tests and
 //     Leaks work the same.

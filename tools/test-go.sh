@@ -4,8 +4,10 @@
 #   go test -race: the vendored build (the library compiled by cgo);
 #   CGO_ENABLED=0 go test: the same API tests on Go memory;
 #   -tags pagealloc_system: an installed libpagealloc through pkg-config,
-#     installed from BUILD (default build/, built by the caller) into a
-#     temporary prefix.
+#     installed from BUILD (default build/, built by the caller) into
+#     BUILD/go-prefix. Go's build cache keys a package on CGO_* but not on
+#     what pkg-config says, so the prefix goes into CGO_LDFLAGS too: a
+#     package built against another prefix is not reused.
 # Nothing is downloaded: the module needs only the standard library.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,8 +24,8 @@ go test -count=1 -race ./go
 echo "CGO_ENABLED=0 go test (Go memory)"
 CGO_ENABLED=0 go test -count=1 ./go
 echo "go test -tags pagealloc_system (installed from $build/)"
-prefix=$(mktemp -d)
-trap 'rm -rf "$prefix"' EXIT
+prefix=$(cd "$build" && pwd)/go-prefix
+rm -rf "$prefix"
 cmake --install "$build" --prefix "$prefix" >/dev/null
-PKG_CONFIG_PATH=$prefix/lib/pkgconfig LD_LIBRARY_PATH=$prefix/lib PAGEALLOC_TEST_BACKEND=system \
+CGO_LDFLAGS="-L$prefix/lib" PKG_CONFIG_PATH=$prefix/lib/pkgconfig LD_LIBRARY_PATH=$prefix/lib PAGEALLOC_TEST_BACKEND=system \
 	go test -count=1 -tags pagealloc_system ./go
