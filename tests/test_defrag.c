@@ -64,7 +64,10 @@ static void lists_order_refills_and_hints(void **state)
 	defrag_fill(v, 96, size);
 	struct pa_span *a = span_of(v[0]), *b = span_of(v[32]), *c = span_of(v[64]);
 	for (unsigned i = 0; i < 96; i++)
-		TU_EQ(span_of(v[i]) == (i < 32 ? a : i < 64 ? b : c), 1); /* one span, then the next */
+		TU_EQ(span_of(v[i]) == (i < 32   ? a
+		                        : i < 64 ? b
+		                                 : c),
+		      1); /* one span, then the next */
 	TU_EQ(class_stats(cls).spans, 3);
 	TU_EQ(class_stats(cls).partial_spans, 0); /* all full */
 
@@ -79,9 +82,14 @@ static void lists_order_refills_and_hints(void **state)
 	TU_EQ(k.partial_spans, 3);
 	TU_EQ(k.partial_free, 28 + 12 + 22);
 	TU_EQ(k.objects, 4 + 20 + 10);
-	TU_EQ(k.span_hist[1], 1); /* A: 4 of 32 */
-	TU_EQ(k.span_hist[5], 1); /* B: 20 of 32 */
-	TU_EQ(k.span_hist[2], 1); /* C: 10 of 32 */
+	struct central_occupancy o;
+	central_occupancy(cls, &o);
+	TU_EQ(o.bucket_spans[1], 1); /* A: 4 of 32 */
+	TU_EQ(o.bucket_spans[5], 1); /* B: 20 of 32 */
+	TU_EQ(o.bucket_spans[2], 1); /* C: 10 of 32 */
+	TU_EQ(o.bucket_spans[0] + o.bucket_spans[3] + o.bucket_spans[4] + o.bucket_spans[6] +
+	          o.bucket_spans[7],
+	      0);
 	TU_EQ(pa_defrag_frag_bytes() >= (28 + 12 + 22) * size, 1);
 
 	/* The average is 34 / 3: A (4) and C (10) are at most 12.5% above
@@ -150,7 +158,9 @@ static void seed000_moves_the_fewest_objects(void **state)
 	TU_EQ(k.spans, 8);
 	TU_EQ(k.partial_spans, 8);
 	TU_EQ(k.partial_free, 8 * 24);
-	TU_EQ(k.span_hist[0], 8);
+	struct central_occupancy o;
+	central_occupancy(cls, &o);
+	TU_EQ(o.bucket_spans[0], 8);
 	unsigned moves = 0;
 	for (unsigned s = 0; s < 8; s++) {
 		void *q = pa_defrag_move(kept[s]);
@@ -291,10 +301,8 @@ static int setup(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    TU_TEST(lists_order_refills_and_hints),
-	    TU_TEST(seed000_moves_the_fewest_objects),
-	    TU_TEST(hint_is_0_for_what_it_cannot_judge),
-	    TU_TEST(heaps_defrag_within_the_heap),
+	    TU_TEST(lists_order_refills_and_hints),      TU_TEST(seed000_moves_the_fewest_objects),
+	    TU_TEST(hint_is_0_for_what_it_cannot_judge), TU_TEST(heaps_defrag_within_the_heap),
 	    TU_TEST(bad_pointers_get_one_line),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
