@@ -50,7 +50,7 @@ static inline unsigned inuse_of(const struct pa_span *s)
  * fullest first); lock held. */
 static void list_push(struct pa_central *c, struct pa_span *s, unsigned inuse)
 {
-	unsigned b = central_bucket(inuse, pa_sizeclasses[s->cls].objects);
+	unsigned b = central_bucket(inuse, c->bucket_mul);
 	s->next = c->partial[b];
 	if (s->next != NULL)
 		s->next->prevnext = &s->next;
@@ -65,7 +65,7 @@ static void list_push(struct pa_central *c, struct pa_span *s, unsigned inuse)
 /* s off its list, where it was listed with `inuse` objects out; lock held. */
 static void list_remove(struct pa_central *c, struct pa_span *s, unsigned inuse)
 {
-	unsigned b = central_bucket(inuse, pa_sizeclasses[s->cls].objects);
+	unsigned b = central_bucket(inuse, c->bucket_mul);
 	*s->prevnext = s->next;
 	if (s->next != NULL)
 		s->next->prevnext = s->prevnext;
@@ -83,9 +83,10 @@ static void list_remove(struct pa_central *c, struct pa_span *s, unsigned inuse)
  * is full; lock held. The caller retires it when it is empty. */
 static void relist(struct pa_central *c, struct pa_span *s, unsigned was)
 {
-	unsigned now = inuse_of(s), objects = pa_sizeclasses[s->cls].objects;
+	unsigned now = inuse_of(s);
 	if (s->prevnext != NULL) {
-		if (s->nfree != 0 && central_bucket(was, objects) == central_bucket(now, objects)) {
+		if (s->nfree != 0 &&
+		    central_bucket(was, c->bucket_mul) == central_bucket(now, c->bucket_mul)) {
 			c->partial_inuse += (size_t)now - was;
 			return;
 		}
@@ -158,6 +159,7 @@ static struct pa_span *grow_locked(struct pa_central *c, unsigned cls, struct pa
 	struct pa_span *s = span_new(cls, sp);
 	if (s == NULL)
 		return NULL;
+	c->bucket_mul = central_bucket_mul(pa_sizeclasses[cls].objects);
 	reserve_setup();
 	uintptr_t base = pages_alloc(pa_sizeclasses[cls].pages, NULL);
 	if (base == 0 && (base = reserve_take(cls, pa_sizeclasses[cls].pages)) == 0) {
@@ -499,6 +501,7 @@ void central_adopt(struct pa_span *s, struct pa_span_spares *sp)
 	/* A free of one of its objects in another thread now goes to a
 	 * thread cache, and from there to this list: after the lock. */
 	__atomic_store_n(&s->dirty, 0, __ATOMIC_RELAXED);
+	c->bucket_mul = central_bucket_mul(pa_sizeclasses[cls].objects);
 	c->spans++;
 	if (s->nfree == span_objects(s)) {
 		retire_locked(c, s, sp);

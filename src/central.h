@@ -87,10 +87,19 @@ static inline unsigned central_batch(unsigned cls)
 #define CENTRAL_BUCKETS 8u
 
 /* The list of a partial span with `inuse` of its `objects` out (inuse <
- * objects). */
-static inline unsigned central_bucket(unsigned inuse, unsigned objects)
+ * objects): inuse * CENTRAL_BUCKETS / objects, as a multiply by `mul`,
+ * central_bucket_mul(objects), and a shift. Exact: mul exceeds 2^27 /
+ * objects by less than 1, which moves inuse * mul by less than inuse, and
+ * a quotient's fraction is at least 1 / objects below the next integer,
+ * 2^24 / objects > 512 (inuse < objects <= 512) in the product's units. */
+static inline uint32_t central_bucket_mul(unsigned objects)
 {
-	return inuse * CENTRAL_BUCKETS / objects;
+	return (uint32_t)(((uint32_t)CENTRAL_BUCKETS << 24) / objects + 1u);
+}
+
+static inline unsigned central_bucket(unsigned inuse, uint32_t mul)
+{
+	return (unsigned)(((uint64_t)inuse * mul) >> 24);
 }
 
 /*
@@ -118,6 +127,8 @@ struct pa_central {
 	uint32_t nbucket[CENTRAL_BUCKETS];        /* spans in partial[b] */
 	size_t npartial;                          /* spans listed in partial[] */
 	size_t partial_inuse;                     /* their objects out of the span */
+	uint32_t bucket_mul;                      /* central_bucket_mul(objects), set with
+	                                           * the class's first span */
 	size_t spans;                             /* spans of this class */
 	size_t out;       /* objects out of their spans: in caches, stashed or live */
 	size_t rel_pages; /* 4 KiB pages of its spans released by a sweep (sweep.h) */

@@ -255,6 +255,22 @@ static void heaps_defrag_within_the_heap(void **state)
 	pa_heap_destroy(h);
 }
 
+/* The lists' multiply and shift is the division it stands for, for every
+ * count of every class. */
+static void bucket_is_inuse_times_8_over_objects(void **state)
+{
+	(void)state;
+	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
+		unsigned objects = pa_sizeclasses[cls].objects;
+		uint32_t mul = central_bucket_mul(objects);
+		for (unsigned inuse = 0; inuse < objects; inuse++)
+			if (central_bucket(inuse, mul) != inuse * CENTRAL_BUCKETS / objects)
+				fail_msg("class %u, %u of %u in use: list %u, want %u", cls, inuse,
+				         objects, central_bucket(inuse, mul),
+				         inuse * CENTRAL_BUCKETS / objects);
+	}
+}
+
 /* A bad pointer gets pa_free's one line, under the function's name. */
 static uintptr_t *bad_ptr;
 static void hint_of_a_freed_block(void *arg)
@@ -301,8 +317,11 @@ static int setup(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    TU_TEST(lists_order_refills_and_hints),      TU_TEST(seed000_moves_the_fewest_objects),
-	    TU_TEST(hint_is_0_for_what_it_cannot_judge), TU_TEST(heaps_defrag_within_the_heap),
+	    TU_TEST(bucket_is_inuse_times_8_over_objects),
+	    TU_TEST(lists_order_refills_and_hints),
+	    TU_TEST(seed000_moves_the_fewest_objects),
+	    TU_TEST(hint_is_0_for_what_it_cannot_judge),
+	    TU_TEST(heaps_defrag_within_the_heap),
 	    TU_TEST(bad_pointers_get_one_line),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
