@@ -255,6 +255,54 @@ static void heaps_defrag_within_the_heap(void **state)
 	pa_heap_destroy(h);
 }
 
+/* Draining spans (central.c): in a class with 8 or more partial spans and
+ * more than half its slots free in them, a free of an object of a span at
+ * most an eighth full goes straight back to the span, not to the thread's
+ * cache (whose next malloc would refill the sparse span at once); a span
+ * fuller than that, or a class that is not fragmented, frees into the
+ * cache as always. 416-byte class: 19 objects a span. */
+static void sparse_spans_of_a_fragmented_class_drain(void **state)
+{
+	(void)state;
+	const size_t size = 416;
+	const unsigned cls = class_of(size), per = pa_sizeclasses[cls].objects;
+	TU_EQ(per, 19);
+	void *v[10 * 19];
+	defrag_fill(v, 10 * per, size);
+	/* Spans 0-8 keep 2 objects (2 * 8 < 19: the lowest list), span 9 keeps
+	 * 17: 10 partial spans, 17 * 9 + 2 = 155 free slots of 190. */
+	for (unsigned s = 0; s < 10; s++)
+		for (unsigned i = s < 9 ? 2 : 17; i < per; i++) {
+			pa_defrag_free(v[s * per + i]);
+			v[s * per + i] = NULL;
+		}
+	pa_thread_cache_flush();
+	struct pa_class_stats k = class_stats(cls);
+	TU_EQ(k.partial_spans, 10);
+	TU_EQ(k.partial_free, 155);
+	TU_EQ(k.cached, 0);
+	/* An object of a sparse span: straight back, not cached. */
+	pa_free(v[0]);
+	k = class_stats(cls);
+	TU_EQ(k.partial_free, 156);
+	TU_EQ(k.cached, 0);
+	/* An object of the dense span: into the cache. */
+	pa_free(v[9 * per]);
+	k = class_stats(cls);
+	TU_EQ(k.partial_free, 156);
+	TU_EQ(k.cached, 1);
+	/* The sparse span's last object: the span goes back to the page heap. */
+	pa_free(v[1]);
+	k = class_stats(cls);
+	TU_EQ(k.spans, 9);
+	TU_EQ(k.partial_free, 156 - 18); /* its 18 free slots went with it */
+	pa_thread_cache_flush();
+	for (unsigned i = 2; i < 10 * per; i++)
+		if (i != 9 * per)
+			pa_defrag_free(v[i]);
+	TU_EQ(class_stats(cls).spans, 0);
+}
+
 /* The lists' multiply and shift is the division it stands for, for every
  * count of every class. */
 static void bucket_is_inuse_times_8_over_objects(void **state)
@@ -318,6 +366,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    TU_TEST(bucket_is_inuse_times_8_over_objects),
+	    TU_TEST(sparse_spans_of_a_fragmented_class_drain),
 	    TU_TEST(lists_order_refills_and_hints),
 	    TU_TEST(seed000_moves_the_fewest_objects),
 	    TU_TEST(hint_is_0_for_what_it_cannot_judge),
