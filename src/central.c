@@ -88,7 +88,8 @@ static int carved(const struct pa_central *c, const struct pa_span *s);
  * its spans are partial and more than half of its spans' slots are free
  * slots in partial spans: most of its memory is pinned by few objects (a
  * key-value store after deleting most keys). There a sparse span (in the
- * lowest list: at most an eighth in use) that no cache carves drains: its
+ * DRAIN_LISTS lowest lists: at most a quarter in use) that no cache
+ * carves drains: its
  * fbump is 0, so pa_free's fast path sends each of its objects to the slow
  * path, which gives it straight back to the span (central_give_draining)
  * instead of a thread cache, where the next malloc of the class would
@@ -101,6 +102,7 @@ static int carved(const struct pa_central *c, const struct pa_span *s);
  * a look under the lock, which decides again.
  */
 #define DRAIN_MIN_PARTIAL 8u
+#define DRAIN_LISTS 2u
 
 static int fragmented(const struct pa_central *c, size_t objects)
 {
@@ -111,7 +113,7 @@ static int fragmented(const struct pa_central *c, size_t objects)
 static int draining(const struct pa_central *c, const struct pa_span *s)
 {
 	size_t objects = pa_sizeclasses[s->cls].objects;
-	return s->prevnext != NULL && inuse_of(s) * CENTRAL_BUCKETS < objects &&
+	return s->prevnext != NULL && inuse_of(s) * CENTRAL_BUCKETS < DRAIN_LISTS * objects &&
 	       fragmented(c, objects) && !carved(c, s);
 }
 
@@ -124,7 +126,8 @@ static void fbump_mark(const struct pa_central *c, struct pa_span *s)
 }
 
 /* fbump_mark, and the class's `frag` mark; lock held. When the class has
- * just become fragmented, every span of the lowest list is marked: one
+ * just become fragmented, every span of the DRAIN_LISTS lowest lists is
+ * marked: one
  * that nothing touches meanwhile would not be, and its objects would go on
  * through the thread caches. */
 static void fbump_set(struct pa_central *c, struct pa_span *s)
@@ -134,8 +137,9 @@ static void fbump_set(struct pa_central *c, struct pa_span *s)
 	if (frag == c->frag)
 		return;
 	__atomic_store_n(&c->frag, frag, __ATOMIC_RELAXED);
-	for (struct pa_span *t = frag ? c->partial[0] : NULL; t != NULL; t = t->next)
-		fbump_mark(c, t);
+	for (unsigned b = 0; frag && b < DRAIN_LISTS; b++)
+		for (struct pa_span *t = c->partial[b]; t != NULL; t = t->next)
+			fbump_mark(c, t);
 }
 
 static void relist(struct pa_central *c, struct pa_span *s, unsigned was)
