@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# tools/bench-serve.sh — what `pagealloc serve` (tools/pagealloc_serve.py)
+# takes to answer a scrape, and what being scraped costs a process:
+# docs/benchmarks.md §14.
+#
+#   tools/bench-serve.sh [--procs N] [--rounds R] [--build B] [--no-callgrind]
+#
+# On the build B (default build/, built first):
+#  1. scrape: N (default 50) live_targets on the preload, each holding 8
+#     blocks of 256 KiB and 1000 of 64 bytes; `pagealloc serve` on a
+#     loopback port; R rounds (default 5) of 20 GETs of /metrics, one after
+#     another: each answer's time as the client sees it (connect to last
+#     byte) and the exporter's own pagealloc_scrape_duration_seconds; the
+#     median and the slowest of all.
+#  2. cost to the scraped: wl-small preloaded under callgrind
+#     (--separate-threads=yes), once unscraped and once scraped by the
+#     server every 0.1 s: the instructions of the program's own thread and
+#     of the scavenger thread (which answers the live file's requests), and
+#     the refreshes it answered (its pagealloc_live_file_updates_total at
+#     the last scrape).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+procs=50
+rounds=5
+build=build
+callgrind=1
+while [ $# -gt 0 ]; do
+	case $1 in
+	--procs) procs=$2 && shift ;;
+	--rounds) rounds=$2 && shift ;;
+	--build) build=$2 && shift ;;
+	--no-callgrind) callgrind=0 ;;
+	*) echo "usage: $0 [--procs N] [--rounds R] [--build B] [--no-callgrind]" >&2 && exit 2 ;;
+	esac
+	shift
+done
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" -j 2 >/dev/null
+b=$(cd "$build" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+/usr/bin/python3 -S - "$b" "$procs" "$rounds" "$callgrind" "$tmp" <<'EOF'
+import os, re, statistics, subprocess, sys, time, urllib.request
+
+b, procs, rounds, callgrind, tmp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
+    sys.argv[4] == "1", sys.argv[5]
+pre = os.path.join(b, "libpagealloc-preload.so")
+
+
+def serve():
+    s = subprocess.Popen([os.path.join(b, "pagealloc"), "serve", "--listen", "127.0.0.1:0"],
+                         stdout=subprocess.PIPE, text=True)
+    port = re.search(r"127\.0\.0\.1:(\d+)/", s.stdout.readline()).group(1)
+    return s, "http://127.0.0.1:%s/metrics" % port
+
+
+def get(url):
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    return time.perf_counter() - t0, text
+
+
+def figure(text, name, pid=None):
+    sel = r'\{pid="%d"[^}]*\}' % pid if pid else ""
+    m = re.search(r"^%s%s (\S+)$" % (name, sel), text, re.M)
+    return float(m.group(1)) if m else None
+
+
+print("== 1. a scrape of %d processes (%d rounds of 20 GETs of /metrics)" % (procs, rounds))
+env = dict(os.environ, LD_PRELOAD=pre, PAGEALLOC_CONF="prof=off")
+targets = []
+for _ in range(procs):
+    t = subprocess.Popen([os.path.join(b, "live_target"), "8", "262144", "1000", "64"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+    assert t.stdout.readline().strip() == "ready 0"
+    t.stdin.write("go\n")
+    t.stdin.flush()
+    assert t.stdout.readline().strip() == "ready 1"
+    targets.append(t)
+s, url = serve()
+try:
+    deadline = time.monotonic() + 10
+    while figure(get(url)[1], "pagealloc_processes") < procs and time.monotonic() < deadline:
+        time.sleep(0.1)  # each file comes with its scavenger's start
+    client, server = [], []
+    for _ in range(rounds):
+        for _ in range(20):
+            dt, text = get(url)
+            n = figure(text, "pagealloc_processes")
+            if n < procs:
+                sys.exit("a scrape saw %d processes, want at least %d" % (n, procs))
+            client.append(dt)
+            server.append(figure(text, "pagealloc_scrape_duration_seconds"))
+    print("  processes in the answer: %d (this user's on libpagealloc; others may run)" % n)
+    print("  answer as the client sees it: median %.1f ms, slowest %.1f ms (%d GETs)" %
+          (statistics.median(client) * 1e3, max(client) * 1e3, len(client)))
+    print("  the exporter's reading: median %.1f ms, slowest %.1f ms" %
+          (statistics.median(server) * 1e3, max(server) * 1e3))
+    print("  the answer: %d bytes, %d lines" % (len(text), text.count("\n")))
+finally:
+    s.terminate()
+    for t in targets:
+        t.kill()
+        t.wait()
+    s.wait()
+
+if not callgrind:
+    sys.exit(0)
+print("== 2. instructions of wl-small under callgrind, unscraped and scraped every 0.1 s")
+
+
+def threads(prefix):
+    """(instructions of the thread that ran main, of the scavenger thread)."""
+    out = {}
+    for f in os.listdir(tmp):
+        if f.startswith(prefix + "-"):
+            path = os.path.join(tmp, f)
+            total = int(re.search(r"^summary: (\d+)", open(path).read(), re.M).group(1))
+            text = open(path).read()
+            kind = "scav" if "scav_main" in text else "main" if "fn=" in text and \
+                re.search(r"^fn=\(\d+\) main$", text, re.M) else "other"
+            out[kind] = out.get(kind, 0) + total
+    return out
+
+
+for scraped in (False, True):
+    prefix = "cg-%s" % ("scraped" if scraped else "alone")
+    p = subprocess.Popen(["valgrind", "--tool=callgrind", "--separate-threads=yes",
+                          "--callgrind-out-file=%s/%s" % (tmp, prefix),
+                          os.path.join(b, "wl-small")], env=dict(os.environ, LD_PRELOAD=pre),
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    updates = None
+    if scraped:
+        s, url = serve()
+        while p.poll() is None:
+            u = figure(get(url)[1], "pagealloc_live_file_updates_total", p.pid)
+            updates = u if u is not None else updates
+            time.sleep(0.1)
+        s.terminate()
+        s.wait()
+    p.wait()
+    t = threads(prefix)
+    print("  %-9s program's thread %s, scavenger thread %s, other %s%s" % (
+        "scraped" if scraped else "unscraped", format(t.get("main", 0), ","),
+        format(t.get("scav", 0), ","), format(t.get("other", 0), ","),
+        ", refreshes answered %d" % updates if updates else ""))
+EOF
