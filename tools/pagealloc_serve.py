@@ -12,10 +12,11 @@ one that exec'd). Nothing else is kept between requests but each process's
 last profile time, so a process that exits is gone from the next answer.
 
     /                          an HTML page: the processes, their figures, links
-    /metrics[?pid=N]           Prometheus's text exposition format (0.0.4)
+    /metrics[?pid=N|comm=NAME] Prometheus's text exposition format (0.0.4)
     /debug/pprof/              an HTML page: each process's profile link
     /debug/pprof/heap?pid=N    the heap profile of process N now (pprof's
-                               format, gzip'd), as `pagealloc profile` takes it
+                               format, gzip'd), as `pagealloc profile` takes it;
+                               ?comm=NAME: of the one process so named
 
 What a process does for a request is what `pagealloc stat` and `pagealloc
 profile` ask of it: its scavenger thread refreshes the figures and the story
@@ -28,9 +29,11 @@ heaps) is read from the story's lines (story_figures), which
 src/stats_print.c writes.
 
 Safety: the server listens on loopback unless told otherwise (a warning
-line otherwise); the only paths are the four above; the only parameter is
-pid, a decimal process id of a process the server can read, and only a pid
-reaches the file system (as /proc/PID/... and the live file's name); every
+line otherwise); the only paths are the four above (and pprof's
+/debug/pprof/symbol, which names nothing); the only parameters are pid, a
+decimal process id of a process the server can read, and comm, a name only
+compared with the processes' names: only a pid reaches the file system (as
+/proc/PID/... and the live file's name); every
 refusal is an HTTP 4xx with one line of text/plain saying why. A profile of
 the same process is taken at most once per --profile-interval seconds
 (429 with Retry-After otherwise): a scraper cannot make a service spend its
@@ -62,9 +65,10 @@ USAGE = """usage: pagealloc serve [--listen ADDR:PORT] [--profile-interval SECON
 Serves the heaps of this machine's processes on libpagealloc (those whose
 live file this user can open) over HTTP, until interrupted:
   /metrics                  Prometheus's text format: one series per process,
-                            labels pid and comm (?pid=N: that process only)
+                            labels pid and comm (?pid=N or ?comm=NAME: those only)
   /debug/pprof/heap?pid=N   process N's heap profile now, pprof's format:
                             go tool pprof http://ADDR:PORT/debug/pprof/heap?pid=N
+                            (?comm=NAME: the one process so named)
   /debug/pprof/             the processes, with their profile links
   /                         the processes, their figures and links
 --listen: the address and port (default %s; [::1]:PORT for IPv6).
@@ -434,6 +438,34 @@ def parse_pid(value):
     return int(value)
 
 
+def parse_comm(value):
+    """A process name (/proc/PID/comm: 1 to 15 printable characters), or a
+    Refusal (400). It is only compared with the processes' names."""
+    if not 0 < len(value) <= 15 or not value.isprintable():
+        raise Refusal(400, "comm %s is not a process name (1 to 15 printable characters)" %
+                      shown(value))
+    return value
+
+
+def chosen(q):
+    """The pids a request's pid or comm names (a readable process's, or a
+    Refusal), or every process's with a live file when it names neither."""
+    if "pid" in q and "comm" in q:
+        raise Refusal(400, "pid or comm, not both")
+    if "pid" in q:
+        pid = parse_pid(q["pid"])
+        readable(pid).map.close()
+        return [pid]
+    if "comm" in q:
+        name = parse_comm(q["comm"])
+        pids = [pid for pid, comm in listed_pids() if comm == name]
+        if not pids:
+            raise Refusal(404, "no process named %s on libpagealloc that this server can read" %
+                          shown(name))
+        return pids
+    return live_pids()
+
+
 def readable(pid):
     """A Live of pid, or a Refusal: 404 for no process or one not on
     libpagealloc, 403 for another user's."""
@@ -598,28 +630,27 @@ class Handler(http.server.BaseHTTPRequestHandler):
         path, _, query = self.path.partition("?")
         path = path.partition("#")[0]
         if path == "/metrics":
-            q = parse_query(query, ("pid",))
+            q = parse_query(query, ("pid", "comm"))
             t0 = time.monotonic()
-            if "pid" in q:
-                pid = parse_pid(q["pid"])
-                readable(pid).map.close()
-                pids = [pid]
-            else:
-                pids = live_pids()
+            pids = chosen(q)
             procs = snapshot(pids)
             if "pid" in q and not procs:
                 raise Refusal(404, "process %d exited or did not answer" % pids[0])
             self.send(200, "text/plain; version=0.0.4; charset=utf-8",
                       metrics(procs, time.monotonic() - t0))
         elif path == "/debug/pprof/heap":
-            q = parse_query(query, ("pid",))
-            if "pid" not in q:
-                raise Refusal(400, "want ?pid=N: the process whose heap profile to take "
-                              "(/debug/pprof/ lists them)")
-            data = self.server.profiles.take(parse_pid(q["pid"]))
+            q = parse_query(query, ("pid", "comm"))
+            if not q:
+                raise Refusal(400, "want ?pid=N or ?comm=NAME: the process whose heap profile "
+                              "to take (/debug/pprof/ lists them)")
+            pids = chosen(q)
+            if len(pids) > 1:
+                raise Refusal(409, "%d processes are named %s (pids %s): ask by pid" % (
+                    len(pids), shown(q["comm"]), " ".join(str(p) for p in pids)))
+            data = self.server.profiles.take(pids[0])
             self.send(200, "application/octet-stream", data,
-                      {"Content-Disposition": "attachment; filename=\"heap-%s.pb.gz\"" %
-                       q["pid"]})
+                      {"Content-Disposition": "attachment; filename=\"heap-%d.pb.gz\"" %
+                       pids[0]})
         elif path == "/debug/pprof/symbol":
             # go tool pprof asks here for the names of addresses its local
             # binaries did not name; this server names none (a Go server's

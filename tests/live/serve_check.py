@@ -23,7 +23,8 @@ CASE pprof: `go tool pprof -raw http://.../debug/pprof/heap?pid=PID` at
   types, at least 1 MiB live in samples whose stacks hold an address of
   live_target's own mapping (its allocation sites); a second request at once
   gets 429 with Retry-After (--profile-interval 60); with
-  --profile-interval 0 two profiles in a row are both served.
+  --profile-interval 0 two profiles in a row are both served, by pid and
+  by comm (live_target copied under a name of its own).
 CASE exposition: `promtool check metrics` reads /metrics (numa_fake=2,
   prof on) with no output and status 0; the exposition's heap_alloc is
   stat --json's; it has both nodes' series, the 64-byte class's row as
@@ -31,7 +32,9 @@ CASE exposition: `promtool check metrics` reads /metrics (numa_fake=2,
   the profile's estimates; /metrics?pid=PID has that process alone.
 CASE errors: each refusal its status and one line of text/plain: an
   unknown path, pid=abc, pid=../.., a pid not on libpagealloc (this
-  script's), no process, an unknown parameter, pid twice, no pid, POST;
+  script's), no process, an unknown parameter, pid twice, no pid, a comm
+  too long, a comm no process has, pid and comm, a comm two processes
+  have (409), POST;
   another user's process (as root: the target runs as root and a second
   server runs as nobody via setpriv; not root: pid 1) is 403 and absent
   from that server's /metrics; after each, /metrics still answers 200.
@@ -84,9 +87,9 @@ def need(*programs):
 class Target:
     """live_target on the preload, stepped through its readies."""
 
-    def __init__(self, conf, user_cmd=()):
+    def __init__(self, conf, exe=target):
         env = dict(os.environ, LD_PRELOAD=preload, PAGEALLOC_CONF=conf)
-        self.proc = subprocess.Popen(list(user_cmd) + [target] + [str(v) for v in (
+        self.proc = subprocess.Popen([exe] + [str(v) for v in (
             NLARGE, LARGE, NSMALL, SMALL, NFREE)], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, env=env, text=True)
         self.pid = self.proc.pid
@@ -258,9 +261,17 @@ def live_files(pid):
         "/run/user/%d/pagealloc/%d" % (uid, pid), "/dev/shm/pagealloc-%d/%d" % (uid, pid)]
 
 
+def renamed(tmp):
+    """A copy of live_target under a name no other process has (its comm)."""
+    exe = os.path.join(tmp, "lt%d" % os.getpid())
+    shutil.copy(target, exe)
+    return exe
+
+
 def case_pprof(tmp):
     need("go")
-    t = Target("prof_sample=64K")
+    exe = renamed(tmp)
+    t = Target("prof_sample=64K", exe)
     serve = Serve("--profile-interval", "60")
     try:
         t.step("ready 1")
@@ -275,14 +286,14 @@ def case_pprof(tmp):
         check("\nalloc_objects/count alloc_space/bytes inuse_objects/count inuse_space/bytes"
               in raw, "pprof's sample types missing: %s" % raw[:400])
         # Mappings: "N: start/limit/offset FILE ..."; locations "ID: ADDR M=N".
-        ours = {m for m, f in re.findall(r"^(\d+): 0x\S+ (\S+)", raw, re.M) if f == target}
+        ours = {m for m, f in re.findall(r"^(\d+): 0x\S+ (\S+)", raw, re.M) if f == exe}
         loc_map = dict(re.findall(r"^ +(\d+): 0x[0-9a-f]+ M=(\d+)", raw, re.M))
         inuse = 0
         for line in raw.split("\nLocations")[0].splitlines():
             m = re.match(r"^ +\d+ +\d+ +\d+ +(\d+): ([\d ]+)$", line)
             if m and any(loc_map.get(i) in ours for i in m.group(2).split()):
                 inuse += int(m.group(1))
-        check(bool(ours), "no mapping of %s in the profile" % target)
+        check(bool(ours), "no mapping of %s in the profile" % exe)
         check(inuse >= 1 << 20, "%d bytes live at live_target's sites, want at least 1 MiB" %
               inuse)
         status, headers, body = serve.get("/debug/pprof/heap?pid=%d" % t.pid)
@@ -292,10 +303,12 @@ def case_pprof(tmp):
               (status, headers.get("Retry-After"), body))
         again = Serve("--profile-interval", "0")
         try:
-            for i in range(2):
-                status, headers, body = again.get("/debug/pprof/heap?pid=%d" % t.pid)
-                check(status == 200 and len(gzip.decompress(body)) > 0,
-                      "profile %d with --profile-interval 0: %d" % (i, status))
+            for q in ("pid=%d" % t.pid, "comm=" + os.path.basename(exe)):
+                status, headers, body = again.get("/debug/pprof/heap?" + q)
+                check(status == 200 and len(gzip.decompress(body)) > 0 and
+                      headers.get("Content-Disposition") ==
+                      'attachment; filename="heap-%d.pb.gz"' % t.pid,
+                      "profile ?%s with --profile-interval 0: %d" % (q, status))
         finally:
             again.end()
         print("ok: go tool pprof read %d bytes live at live_target's sites" % inuse)
@@ -366,6 +379,9 @@ def refused(serve, path, code, line, method="GET"):
 
 def case_errors(tmp):
     t = Target("prof=off")
+    exe = renamed(tmp)
+    twin, pair = os.path.basename(exe), [Target("prof=off", exe) for _ in range(2)]
+    twins = [x.pid for x in pair]
     serve = Serve()
     try:
         me = os.getpid()
@@ -386,7 +402,13 @@ def case_errors(tmp):
                 ("/debug/pprof/heap?file=../x", 400, "unknown parameter 'file'"),
                 ("/debug/pprof/heap?pid=%d&pid=%d" % (t.pid, t.pid), 400,
                  "parameter pid given twice"),
-                ("/debug/pprof/heap", 400, "want ?pid=N"),
+                ("/debug/pprof/heap", 400, "want ?pid=N or ?comm=NAME"),
+                ("/debug/pprof/heap?comm=%s" % ("x" * 16), 400,
+                 "comm '%s' is not a process name" % ("x" * 16)),
+                ("/debug/pprof/heap?comm=%2e%2e%2f%2e%2e", 404, "no process named '../..'"),
+                ("/metrics?pid=%d&comm=live_target" % t.pid, 400, "pid or comm, not both"),
+                ("/debug/pprof/heap?comm=%s" % twin, 409,
+                 "2 processes are named '%s' (pids %d %d)" % (twin, *sorted(twins))),
                 ("/?x=../", 400, "unknown parameter 'x'")):
             refused(serve, path, code, line)
         refused(serve, "/metrics", 405, "method 'POST' not allowed", "POST")
@@ -413,6 +435,8 @@ def case_errors(tmp):
     finally:
         serve.end()
         t.end()
+        for x in pair:
+            x.end()
 
 
 CASES = {"prometheus": case_prometheus, "pprof": case_pprof, "exposition": case_exposition,
