@@ -16,8 +16,10 @@
 #     (--separate-threads=yes), once unscraped and once scraped by the
 #     server every 0.1 s: the instructions of the program's own thread and
 #     of the scavenger thread (which answers the live file's requests), and
-#     the refreshes it answered (its pagealloc_live_file_updates_total at
-#     the last scrape).
+#     the refreshes it made (live_refresh's calls: the file's first figures,
+#     then one per scrape it answered; under valgrind, which runs one thread
+#     at a time, fewer than the scrapes: an unanswered scrape reports the
+#     last figures) with their instructions each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 procs=50
@@ -112,17 +114,36 @@ print("== 2. instructions of wl-small under callgrind, unscraped and scraped eve
 
 
 def threads(prefix):
-    """(instructions of the thread that ran main, of the scavenger thread)."""
-    out = {}
-    for f in os.listdir(tmp):
+    """{"program": instructions of the busiest thread (the one that ran
+    main), "scavenger": of the thread that ran scav_main, "other": the rest
+    (the loader's), "refresh": (instructions, calls) of live_refresh}."""
+    out = {"program": 0, "scavenger": 0, "other": 0, "refresh": (0, 0)}
+    files = []
+    for f in sorted(os.listdir(tmp)):
         if f.startswith(prefix + "-"):
-            path = os.path.join(tmp, f)
-            total = int(re.search(r"^summary: (\d+)", open(path).read(), re.M).group(1))
-            text = open(path).read()
-            kind = "scav" if "scav_main" in text else "main" if "fn=" in text and \
-                re.search(r"^fn=\(\d+\) main$", text, re.M) else "other"
-            out[kind] = out.get(kind, 0) + total
+            text = open(os.path.join(tmp, f)).read()
+            files.append((int(re.search(r"^summary: (\d+)", text, re.M).group(1)), text, f))
+    busiest = max(files)[2] if files else None
+    for total, text, f in files:
+        kind = "scavenger" if re.search(r"^fn=\(\d+\) scav_main$", text, re.M) else \
+            "program" if f == busiest else "other"
+        out[kind] += total
+        if kind == "scavenger":
+            out["refresh"] = inclusive(os.path.join(tmp, f), text, "live_refresh")
     return out
+
+
+def inclusive(path, text, fn):
+    """(inclusive instructions, calls) of function fn in a callgrind file."""
+    m = re.search(r"^c?fn=\((\d+)\) %s$" % fn, text, re.M)
+    if not m:
+        return 0, 0
+    calls = sum(int(c) for c in re.findall(
+        r"^cfn=\(%s\)(?: %s)?\ncalls=(\d+) " % (m.group(1), fn), text, re.M))
+    r = subprocess.run(["callgrind_annotate", "--inclusive=yes", path], capture_output=True,
+                       text=True).stdout
+    m = re.search(r"^\s*([\d,]+) .*:%s " % fn, r, re.M)
+    return (int(m.group(1).replace(",", "")) if m else 0), calls
 
 
 for scraped in (False, True):
@@ -131,19 +152,19 @@ for scraped in (False, True):
                           "--callgrind-out-file=%s/%s" % (tmp, prefix),
                           os.path.join(b, "wl-small")], env=dict(os.environ, LD_PRELOAD=pre),
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    updates = None
     if scraped:
         s, url = serve()
         while p.poll() is None:
-            u = figure(get(url)[1], "pagealloc_live_file_updates_total", p.pid)
-            updates = u if u is not None else updates
+            get(url)
             time.sleep(0.1)
         s.terminate()
         s.wait()
     p.wait()
     t = threads(prefix)
-    print("  %-9s program's thread %s, scavenger thread %s, other %s%s" % (
-        "scraped" if scraped else "unscraped", format(t.get("main", 0), ","),
-        format(t.get("scav", 0), ","), format(t.get("other", 0), ","),
-        ", refreshes answered %d" % updates if updates else ""))
+    ins, calls = t["refresh"]
+    print("  %-9s program's thread %s, scavenger thread %s, loader %s; refreshes %d%s" % (
+        "scraped" if scraped else "unscraped", format(t["program"], ","),
+        format(t["scavenger"], ","), format(t["other"], ","), calls,
+        " of %s instructions each (live_refresh, inclusive)" % format(ins // calls, ",")
+        if calls else ""))
 EOF

@@ -16,7 +16,8 @@ last profile time, so a process that exits is gone from the next answer.
     /debug/pprof/              an HTML page: each process's profile link
     /debug/pprof/heap?pid=N    the heap profile of process N now (pprof's
                                format, gzip'd), as `pagealloc profile` takes it;
-                               ?comm=NAME: of the one process so named
+                               ?comm=NAME: of the one process so named;
+                               /debug/pprof/allocs the same, as in Go
 
 What a process does for a request is what `pagealloc stat` and `pagealloc
 profile` ask of it: its scavenger thread refreshes the figures and the story
@@ -638,7 +639,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 raise Refusal(404, "process %d exited or did not answer" % pids[0])
             self.send(200, "text/plain; version=0.0.4; charset=utf-8",
                       metrics(procs, time.monotonic() - t0))
-        elif path == "/debug/pprof/heap":
+        elif path in ("/debug/pprof/heap", "/debug/pprof/allocs"):
+            # allocs: the same profile, as Go serves it (a puller's
+            # "memory" profile defaults to that path).
             q = parse_query(query, ("pid", "comm"))
             if not q:
                 raise Refusal(400, "want ?pid=N or ?comm=NAME: the process whose heap profile "
@@ -666,8 +669,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send(200, "text/html; charset=utf-8",
                       page_index(snapshot(live_pids()), self.headers.get("Host", "")))
         else:
-            raise Refusal(404, "no such path %s (there are /, /metrics, /debug/pprof/ and "
-                          "/debug/pprof/heap?pid=N)" % shown(path))
+            raise Refusal(404, "no such path %s (there are /, /metrics, /debug/pprof/, "
+                          "/debug/pprof/heap?pid=N and /debug/pprof/allocs?pid=N)" % shown(path))
 
     def do_POST(self):
         # Only pprof's symbol requests; their body (addresses) is read and

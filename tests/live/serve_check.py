@@ -23,8 +23,8 @@ CASE pprof: `go tool pprof -raw http://.../debug/pprof/heap?pid=PID` at
   types, at least 1 MiB live in samples whose stacks hold an address of
   live_target's own mapping (its allocation sites); a second request at once
   gets 429 with Retry-After (--profile-interval 60); with
-  --profile-interval 0 two profiles in a row are both served, by pid and
-  by comm (live_target copied under a name of its own).
+  --profile-interval 0 three profiles in a row are all served: by pid, by
+  comm (live_target copied under a name of its own) and as allocs.
 CASE exposition: `promtool check metrics` reads /metrics (numa_fake=2,
   prof on) with no output and status 0; the exposition's heap_alloc is
   stat --json's; it has both nodes' series, the 64-byte class's row as
@@ -303,12 +303,13 @@ def case_pprof(tmp):
               (status, headers.get("Retry-After"), body))
         again = Serve("--profile-interval", "0")
         try:
-            for q in ("pid=%d" % t.pid, "comm=" + os.path.basename(exe)):
-                status, headers, body = again.get("/debug/pprof/heap?" + q)
+            for q in ("heap?pid=%d" % t.pid, "heap?comm=" + os.path.basename(exe),
+                      "allocs?pid=%d" % t.pid):
+                status, headers, body = again.get("/debug/pprof/" + q)
                 check(status == 200 and len(gzip.decompress(body)) > 0 and
                       headers.get("Content-Disposition") ==
                       'attachment; filename="heap-%d.pb.gz"' % t.pid,
-                      "profile ?%s with --profile-interval 0: %d" % (q, status))
+                      "profile %s with --profile-interval 0: %d" % (q, status))
         finally:
             again.end()
         print("ok: go tool pprof read %d bytes live at live_target's sites" % inuse)
