@@ -37,7 +37,8 @@ static void wait_line(void)
 int main(int argc, char **argv)
 {
 	if (argc != 5 && argc != 6) {
-		fprintf(stderr, "usage: live_target NLARGE LARGE_BYTES NSMALL SMALL_BYTES [NFREE]\n");
+		fprintf(stderr,
+		        "usage: live_target NLARGE LARGE_BYTES NSMALL SMALL_BYTES [NFREE]\n");
 		return 2;
 	}
 	size_t nlarge = strtoul(argv[1], NULL, 10), large = strtoul(argv[2], NULL, 10);
