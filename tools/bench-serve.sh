@@ -11,7 +11,7 @@
 #     loopback port; R rounds (default 5) of 20 GETs of /metrics, one after
 #     another: each answer's time as the client sees it (connect to last
 #     byte) and the exporter's own pagealloc_scrape_duration_seconds; the
-#     median and the slowest of all.
+#     median and the slowest of all; the exporter's CPU time per scrape.
 #  2. cost to the scraped: wl-small preloaded under callgrind
 #     (--separate-threads=yes), once unscraped and once scraped by the
 #     server every 0.1 s: the instructions of the program's own thread and
@@ -64,6 +64,13 @@ def get(url):
     return time.perf_counter() - t0, text
 
 
+def cpu_s(pid):
+    """User + system CPU seconds of process pid (/proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        rest = f.read().rsplit(")", 1)[1].split()
+    return (int(rest[11]) + int(rest[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def figure(text, name, pid=None):
     sel = r'\{pid="%d"[^}]*\}' % pid if pid else ""
     m = re.search(r"^%s%s (\S+)$" % (name, sel), text, re.M)
@@ -87,6 +94,7 @@ try:
     while figure(get(url)[1], "pagealloc_processes") < procs and time.monotonic() < deadline:
         time.sleep(0.1)  # each file comes with its scavenger's start
     client, server = [], []
+    cpu0 = cpu_s(s.pid)
     for _ in range(rounds):
         for _ in range(20):
             dt, text = get(url)
@@ -95,11 +103,14 @@ try:
                 sys.exit("a scrape saw %d processes, want at least %d" % (n, procs))
             client.append(dt)
             server.append(figure(text, "pagealloc_scrape_duration_seconds"))
+    cpu = (cpu_s(s.pid) - cpu0) / len(client)
     print("  processes in the answer: %d (this user's on libpagealloc; others may run)" % n)
     print("  answer as the client sees it: median %.1f ms, slowest %.1f ms (%d GETs)" %
           (statistics.median(client) * 1e3, max(client) * 1e3, len(client)))
     print("  the exporter's reading: median %.1f ms, slowest %.1f ms" %
           (statistics.median(server) * 1e3, max(server) * 1e3))
+    print("  the exporter's CPU time: %.1f ms a scrape (user + system, all its threads)" %
+          (cpu * 1e3))
     print("  the answer: %d bytes, %d lines" % (len(text), text.count("\n")))
 finally:
     s.terminate()

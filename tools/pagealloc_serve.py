@@ -151,6 +151,7 @@ class Proc:
     def __init__(self, pid, h, figs, text):
         self.pid, self.h, self.figs, self.text = pid, h, figs, text
         self.comm = comm_of(pid)
+        self.labels = labels_text([("pid", pid), ("comm", self.comm)])
         self.peak_rss = vm_hwm(pid)
         self.story = story_figures(text)
 
@@ -160,7 +161,8 @@ def snapshot(pids):
     read, each refreshed now: every one is asked first, then the answers
     are awaited together (at most stat.WAIT_S). A process that did not
     answer is left out when it is gone or its file is stale, else kept with
-    its last figures (pagealloc_update_timestamp_seconds says how old)."""
+    its last figures (pagealloc_update_timestamp_seconds says how old); one
+    that answered is kept (it was there to answer)."""
     asked = []
     for pid in pids:
         try:
@@ -181,8 +183,7 @@ def snapshot(pids):
             if not live.served(req):
                 live.unanswered()  # raises for a stale file
             h, figs, text = live.read()
-            if live.alive():
-                procs.append(Proc(live.pid, h, figs, text))
+            procs.append(Proc(live.pid, h, figs, text))
         except stat.StatError:
             pass
         finally:
@@ -317,7 +318,8 @@ NODE_METRICS = (
     (1, "pagealloc_node_cpus", "gauge", "CPUs of the NUMA node's heap."),
     (2, "pagealloc_node_heap_mapped_bytes", "gauge",
      "Bytes mapped by the node's heap (to 0.01 MiB)."),
-    (3, "pagealloc_node_heap_inuse_bytes", "gauge", "Bytes in use in the node's heap (to 0.01 MiB)."),
+    (3, "pagealloc_node_heap_inuse_bytes", "gauge",
+     "Bytes in use in the node's heap (to 0.01 MiB)."),
     (4, "pagealloc_node_heap_released_bytes", "gauge",
      "Bytes the node's heap returned to the OS (to 0.01 MiB)."),
     (5, "pagealloc_node_page_cache_free_bytes", "gauge",
@@ -329,6 +331,11 @@ NODE_METRICS = (
 
 def label_value(v):
     return v.replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
+
+
+def labels_text(pairs):
+    """'k1="v1",k2="v2"' of [(k, v)], each value escaped."""
+    return ",".join('%s="%s"' % (k, label_value(str(v))) for k, v in pairs)
 
 
 def number(v):
@@ -344,9 +351,9 @@ class Exposition:
         self.families = {}
 
     def add(self, name, kind, help_text, labels, value):
+        """A sample of family name; labels as labels_text writes them."""
         fam = self.families.setdefault(name, (kind, help_text, []))
-        text = ",".join('%s="%s"' % (k, label_value(str(v))) for k, v in labels)
-        fam[2].append("%s{%s} %s" % (name, text, number(value)) if text else
+        fam[2].append("%s{%s} %s" % (name, labels, number(value)) if labels else
                       "%s %s" % (name, number(value)))
 
     def text(self):
@@ -362,9 +369,9 @@ def metrics(procs, scrape_s=None):
     """The exposition of procs (a snapshot), as text."""
     e = Exposition()
     e.add("pagealloc_processes", "gauge",
-          "Processes on libpagealloc whose live file this exporter read.", [], len(procs))
+          "Processes on libpagealloc whose live file this exporter read.", "", len(procs))
     for p in procs:
-        who = [("pid", p.pid), ("comm", p.comm)]
+        who = p.labels
         for name, value in p.figs.items():
             if name in SKIPPED_FIGURES:
                 continue
@@ -378,24 +385,22 @@ def metrics(procs, scrape_s=None):
             e.add("pagealloc_resident_memory_peak_bytes", "gauge",
                   "Peak resident bytes of the whole process (VmHWM).", who, p.peak_rss)
     for p in procs:
-        who = [("pid", p.pid), ("comm", p.comm)]
         for key, metric, kind, help_text in PROF_METRICS:
             if key in p.story["prof"]:
-                e.add(metric, kind, help_text, who, p.story["prof"][key])
+                e.add(metric, kind, help_text, p.labels, p.story["prof"][key])
     for idx, metric, help_text in CLASS_METRICS:
         for p in procs:
             for row in p.story["classes"]:
                 if row[idx] is not None:
                     e.add(metric, "gauge", help_text + TOP_NOTE,
-                          [("pid", p.pid), ("comm", p.comm), ("size", row[0])], row[idx])
+                          '%s,size="%d"' % (p.labels, row[0]), row[idx])
     for idx, metric, kind, help_text in NODE_METRICS:
         for p in procs:
             for row in p.story["nodes"]:
-                e.add(metric, kind, help_text,
-                      [("pid", p.pid), ("comm", p.comm), ("node", row[0])], row[idx])
+                e.add(metric, kind, help_text, '%s,node="%d"' % (p.labels, row[0]), row[idx])
     if scrape_s is not None:
         e.add("pagealloc_scrape_duration_seconds", "gauge",
-              "Seconds this exporter took to read the processes for this answer.", [],
+              "Seconds this exporter took to read the processes for this answer.", "",
               round(scrape_s, 6))
     return e.text()
 
@@ -624,6 +629,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send(r.code, "text/plain; charset=utf-8", r.line + "\n", r.headers)
         except (BrokenPipeError, ConnectionResetError):
             pass
+        except Exception as e:  # a bug here: one line to the client and the log, serve on
+            line = "".join(c if c.isprintable() else "?" for c in "%s: %s" % (type(e).__name__, e))
+            sys.stderr.write("%s: %s %s: %s\n" % (ME, self.command, shown(self.path), line))
+            self.send(500, "text/plain; charset=utf-8", "internal error: %s\n" % line)
 
     do_HEAD = do_GET
 

@@ -104,9 +104,10 @@ class StoryTest(unittest.TestCase):
 class ExpositionTest(unittest.TestCase):
     def test_families_and_escaped_labels(self):
         e = ps.Exposition()
-        e.add("pagealloc_x_bytes", "gauge", "X.", [("pid", 7), ("comm", 'a"b\\c\nd')], 5)
-        e.add("pagealloc_y_seconds_total", "counter", "Y.", [], 0.25)
-        e.add("pagealloc_x_bytes", "gauge", "X.", [("pid", 8), ("comm", "e")], 2.0)
+        e.add("pagealloc_x_bytes", "gauge", "X.",
+              ps.labels_text([("pid", 7), ("comm", 'a"b\\c\nd')]), 5)
+        e.add("pagealloc_y_seconds_total", "counter", "Y.", "", 0.25)
+        e.add("pagealloc_x_bytes", "gauge", "X.", ps.labels_text([("pid", 8), ("comm", "e")]), 2.0)
         self.assertEqual(e.text(), "# HELP pagealloc_x_bytes X.\n# TYPE pagealloc_x_bytes gauge\n"
                          'pagealloc_x_bytes{pid="7",comm="a\\"b\\\\c\\nd"} 5\n'
                          'pagealloc_x_bytes{pid="8",comm="e"} 2\n'
