@@ -214,31 +214,37 @@ def story_figures(text):
     out = {"classes": [], "prof": {}, "nodes": []}
     in_classes = False
     for line in text.splitlines():
+        # A regular expression only for a line that may be one of them:
+        # each scrape reads fifty stories or so.
+        if in_classes:
+            m = CLASS_ROW.match(line)
+            if m:
+                size, spans, objects, cached, nbytes = (int(x) for x in m.groups()[:5])
+                full = float(m.group(6)) / 100 if m.group(6) is not None else None
+                out["classes"].append((size, spans, objects, cached, nbytes, full))
+                continue
+            in_classes = False
         if line == CLASS_HEADER:
             in_classes = True
-            continue
-        m = CLASS_ROW.match(line) if in_classes else None
-        if m:
-            size, spans, objects, cached, nbytes = (int(x) for x in m.groups()[:5])
-            full = float(m.group(6)) / 100 if m.group(6) is not None else None
-            out["classes"].append((size, spans, objects, cached, nbytes, full))
-            continue
-        in_classes = False
-        m = PROF_ON.match(line)
-        if m:
-            out["prof"]["on"] = int(m.group(1) == "on")
-        m = PROF_SAMPLES.match(line)
-        if m:
-            out["prof"].update(samples_live=int(m.group(1)), samples_total=int(m.group(2)),
-                               sites=int(m.group(3)))
-        m = PROF_ESTIMATE.match(line)
-        if m:
-            out["prof"].update(live=mib_bytes(m.group(1)), alloc=mib_bytes(m.group(2)))
-        m = NODE_ROW.match(line)
-        if m:
-            g = m.groups()
-            out["nodes"].append((int(g[0]), int(g[1]), mib_bytes(g[2]), mib_bytes(g[3]),
-                                 mib_bytes(g[4]), mib_bytes(g[5]), int(g[6])))
+        elif line.startswith("heap profile"):
+            m = PROF_ON.match(line)
+            if m:
+                out["prof"]["on"] = int(m.group(1) == "on")
+        elif line.startswith("  samples"):
+            m = PROF_SAMPLES.match(line)
+            if m:
+                out["prof"].update(samples_live=int(m.group(1)), samples_total=int(m.group(2)),
+                                   sites=int(m.group(3)))
+        elif line.startswith("  estimated"):
+            m = PROF_ESTIMATE.match(line)
+            if m:
+                out["prof"].update(live=mib_bytes(m.group(1)), alloc=mib_bytes(m.group(2)))
+        elif line.startswith("  node "):
+            m = NODE_ROW.match(line)
+            if m:
+                g = m.groups()
+                out["nodes"].append((int(g[0]), int(g[1]), mib_bytes(g[2]), mib_bytes(g[3]),
+                                     mib_bytes(g[4]), mib_bytes(g[5]), int(g[6])))
     return out
 
 
