@@ -413,22 +413,7 @@ def case_errors(tmp):
                 ("/?x=../", 400, "unknown parameter 'x'")):
             refused(serve, path, code, line)
         refused(serve, "/metrics", 405, "method 'POST' not allowed", "POST")
-        if os.geteuid() == 0:
-            nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
-            other, who = Serve(user_cmd=nobody), t.pid
-        else:
-            other, who = serve, 1
-            print("note: not root: another user's process is pid 1 (root can read every "
-                  "process, so the target cannot be another user's)")
-        try:
-            for path in ("/debug/pprof/heap?pid=%d", "/metrics?pid=%d"):
-                refused(other, path % who, 403, "process %d belongs to another user" % who)
-            _, _, body = other.get("/metrics")
-            check(series(body.decode(), "pagealloc_heap_alloc_bytes", who) == {},
-                  "another user's process %d is in /metrics" % who)
-        finally:
-            if other is not serve:
-                other.end()
+        other_user(serve, t.pid)
         status, _, body = serve.get("/metrics?pid=%d" % t.pid)
         check(status == 200 and series(body.decode(), "pagealloc_heap_alloc_bytes", t.pid),
               "the target's own /metrics?pid: %d" % status)
@@ -438,6 +423,35 @@ def case_errors(tmp):
         t.end()
         for x in pair:
             x.end()
+
+
+def other_user(serve, target_pid):
+    """Another user's process is refused (403) and absent from /metrics. As
+    root (who reads every process) a second server runs as nobody and is
+    asked for the target, root's; otherwise this user's server is asked for
+    pid 1."""
+    if os.geteuid() != 0:
+        print("note: not root: another user's process is pid 1")
+        other, who = serve, 1
+    else:
+        nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        probe = subprocess.run(nobody + [pagealloc, "version"], capture_output=True,
+                               text=True) if shutil.which("setpriv") else None
+        if probe is None or probe.returncode != 0:
+            print("note: skipped another user's process: user nobody cannot run %s (%s)" % (
+                pagealloc, "no setpriv" if probe is None else
+                (probe.stderr.strip().splitlines() or ["status %d" % probe.returncode])[-1]))
+            return
+        other, who = Serve(user_cmd=nobody), target_pid
+    try:
+        for path in ("/debug/pprof/heap?pid=%d", "/metrics?pid=%d"):
+            refused(other, path % who, 403, "process %d belongs to another user" % who)
+        _, _, body = other.get("/metrics")
+        check(series(body.decode(), "pagealloc_heap_alloc_bytes", who) == {},
+              "another user's process %d is in /metrics" % who)
+    finally:
+        if other is not serve:
+            other.end()
 
 
 CASES = {"prometheus": case_prometheus, "pprof": case_pprof, "exposition": case_exposition,
