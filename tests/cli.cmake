@@ -8,7 +8,8 @@
 #   cli_serve               tools/test_pagealloc_serve.py: pagealloc serve's
 #                           parameters (pid, comm, the query string, --listen)
 #                           refused with their exact lines, the story's lines
-#                           read into figures, the exposition's escaping
+#                           read into figures, the exposition's escaping, the
+#                           laggards a scrape does not wait for
 #   cli_usage               tools/test_pagealloc_cli.py UsageTest: each usage
 #                           error one exact line, then the usage, status 2;
 #                           help CMD is CMD --help; version

@@ -24,7 +24,8 @@ profile` ask of it: its scavenger thread refreshes the figures and the story
 (or writes a profile) into its own mapping; nothing runs on its malloc
 paths. A scrape asks every process first and then waits for the answers
 (at most pagealloc_stat.WAIT_S), so fifty processes cost one wait, not
-fifty. The figures come from the file's named figures; what only the story
+fifty; a process that did not answer within the wait is not waited for at
+the next scrape (Laggards), so one stuck process does not slow them all. The figures come from the file's named figures; what only the story
 has (the top size classes, the heap profile's estimates, the per-node
 heaps) is read from the story's lines (story_figures), which
 src/stats_print.c writes.
@@ -156,10 +157,41 @@ class Proc:
         self.story = story_figures(text)
 
 
-def snapshot(pids):
+class Laggards:
+    """The processes that did not answer within the wait at their last
+    scrape, by (pid, start time). A scrape asks them too but does not wait
+    for them (their last figures are reported, with their time): one process
+    that cannot answer (stopped in a debugger, run under valgrind, its
+    scavenger held up) does not make every scrape wait stat.WAIT_S. One that
+    answers within a scrape's wait is waited for again."""
+
+    def __init__(self):
+        self.keys = set()
+        self.lock = threading.Lock()
+
+    def punctual(self, asked):
+        """Those of asked (live, request, key) to wait for."""
+        with self.lock:
+            return [a for a in asked if a[2] not in self.keys]
+
+    def note(self, asked):
+        """After a scrape's wait: who answered (waited for again) and who
+        did not."""
+        with self.lock:
+            for live, req, key in asked:
+                if live.served(req):
+                    self.keys.discard(key)
+                else:
+                    self.keys.add(key)
+            if len(self.keys) > 1024:  # those that exited go
+                self.keys = {k for k in self.keys if stat.proc_start_ticks(k[0]) == k[1]}
+
+
+def snapshot(pids, laggards=None):
     """The processes of pids that run on libpagealloc and that this user can
     read, each refreshed now: every one is asked first, then the answers
-    are awaited together (at most stat.WAIT_S). A process that did not
+    are awaited together (at most stat.WAIT_S; not those of laggards, a
+    Laggards, which did not answer last time). A process that did not
     answer is left out when it is gone or its file is stale, else kept with
     its last figures (pagealloc_update_timestamp_seconds says how old); one
     that answered is kept (it was there to answer)."""
@@ -172,13 +204,16 @@ def snapshot(pids):
         if not live.alive():
             live.map.close()
             continue
-        asked.append((live, live.ask()))
+        asked.append((live, live.ask(), (pid, live.header()["start_ticks"])))
+    wait_for = laggards.punctual(asked) if laggards is not None else asked
     deadline = time.monotonic() + stat.WAIT_S
-    while (any(not live.served(req) for live, req in asked) and
+    while (any(not live.served(req) for live, req, _ in wait_for) and
            time.monotonic() < deadline):
         time.sleep(0.0005)
+    if laggards is not None:
+        laggards.note(asked)
     procs = []
-    for live, req in asked:
+    for live, req, _ in asked:
         try:
             if not live.served(req):
                 live.unanswered()  # raises for a stale file
@@ -649,7 +684,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             q = parse_query(query, ("pid", "comm"))
             t0 = time.monotonic()
             pids = chosen(q)
-            procs = snapshot(pids)
+            procs = snapshot(pids, self.server.laggards)
             if "pid" in q and not procs:
                 raise Refusal(404, "process %d exited or did not answer" % pids[0])
             self.send(200, "text/plain; version=0.0.4; charset=utf-8",
@@ -682,7 +717,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         elif path == "/":
             parse_query(query, ())
             self.send(200, "text/html; charset=utf-8",
-                      page_index(snapshot(live_pids()), self.headers.get("Host", "")))
+                      page_index(snapshot(live_pids(), self.server.laggards),
+                                 self.headers.get("Host", "")))
         else:
             raise Refusal(404, "no such path %s (there are /, /metrics, /debug/pprof/, "
                           "/debug/pprof/heap?pid=N and /debug/pprof/allocs?pid=N)" % shown(path))
@@ -765,6 +801,7 @@ def main(args):
         sys.stderr.write("%s: cannot listen on %s: %s\n" % (ME, listen, e.strerror or e))
         return 1
     server.profiles = Profiles(interval)
+    server.laggards = Laggards()
     bound = server.server_address
     where = "[%s]:%d" % bound[:2] if ":" in bound[0] else "%s:%d" % bound[:2]
     if not is_loopback(host):

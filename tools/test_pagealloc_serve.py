@@ -1,7 +1,8 @@
 #!/usr/bin/python3 -S
 """test_pagealloc_serve.py — the parts of pagealloc_serve.py that need no
 process: what a request's parameters may be, what the story's lines give,
-how the exposition writes a label, the --listen forms. The server against
+how the exposition writes a label, the --listen forms, which processes a
+scrape waits for. The server against
 real processes, Prometheus, pprof and promtool is tests/live/serve_check.py.
 """
 import os
@@ -99,6 +100,36 @@ class StoryTest(unittest.TestCase):
 
     def test_empty_story(self):
         self.assertEqual(ps.story_figures(""), {"classes": [], "prof": {}, "nodes": []})
+
+
+class Answer:
+    """A Live's stand-in: served(req) says whether it answered."""
+
+    def __init__(self, answered):
+        self.answered = answered
+
+    def served(self, req):
+        return self.answered
+
+
+class LaggardsTest(unittest.TestCase):
+    def test_a_process_that_did_not_answer_is_not_waited_for_until_it_does(self):
+        lag = ps.Laggards()
+        quick, slow = (Answer(True), 1, (10, 500)), (Answer(False), 1, (11, 600))
+        self.assertEqual(lag.punctual([quick, slow]), [quick, slow])  # first scrape: all
+        lag.note([quick, slow])
+        self.assertEqual(lag.punctual([quick, slow]), [quick])
+        lag.note([quick, slow])  # asked, not waited for, still no answer
+        self.assertEqual(lag.punctual([quick, slow]), [quick])
+        answered = (Answer(True), 2, (11, 600))
+        lag.note([quick, answered])
+        self.assertEqual(lag.punctual([quick, answered]), [quick, answered])
+
+    def test_a_later_process_under_a_laggards_pid_is_waited_for(self):
+        lag = ps.Laggards()
+        lag.note([(Answer(False), 1, (11, 600))])
+        later = (Answer(False), 1, (11, 700))
+        self.assertEqual(lag.punctual([later]), [later])
 
 
 class ExpositionTest(unittest.TestCase):
