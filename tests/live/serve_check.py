@@ -16,8 +16,9 @@ CASE prometheus: a real Prometheus (Debian's prometheus) on a free
   pagealloc_heap_alloc_bytes{pid="PID"} becomes exactly `pagealloc stat
   --json PID`'s heap_alloc at each ready (labels pid, comm=live_target):
   up by 8*262144 + 64000, then down by exactly 4*262144; after a SIGKILL
-  (the process leaves its live file) the series goes and the stale file is
-  removed.
+  (the process leaves its live file) the series goes while the target is
+  up (scrapes succeed), the exporter's own answer lacks it, and the stale
+  file is removed.
 CASE pprof: `go tool pprof -raw http://.../debug/pprof/heap?pid=PID` at
   prof_sample=64K after the allocations: Period 65536, pprof's four sample
   types, at least 1 MiB live in samples whose stacks hold an address of
@@ -245,6 +246,13 @@ def case_prometheus(tmp):
         check(len(path) == 1, "live files of %d: %s" % (t.pid, path))
         t.end()  # SIGKILL: the file stays behind, stale
         prom.wait(expr, [], "after SIGKILL")
+        # Gone because the exporter no longer reports it, not because a
+        # scrape failed (that too makes every series stale for a moment).
+        prom.wait('up{job="pagealloc"}', [({"pid": None, "comm": None}, 1)], "up after SIGKILL")
+        check(prom.query(expr) == [], "%s is back after SIGKILL" % expr)
+        _, _, body = serve.get("/metrics")
+        check(series(body.decode(), "pagealloc_heap_alloc_bytes", t.pid) == {},
+              "pid %d is still in the exporter's /metrics after SIGKILL" % t.pid)
         check(not any(os.path.exists(p) for p in path), "the stale file %s is still there" % path)
         print("ok: prometheus read heap_alloc %d, %d, %d of pid %d, then none" %
               (before, grown, freed, t.pid))
