@@ -136,7 +136,7 @@ def threads(prefix):
             files.append((int(re.search(r"^summary: (\d+)", text, re.M).group(1)), text, f))
     busiest = max(files)[2] if files else None
     for total, text, f in files:
-        kind = "scavenger" if re.search(r"^fn=\(\d+\) scav_main$", text, re.M) else \
+        kind = "scavenger" if re.search(r"^fn=scav_main$", text, re.M) else \
             "program" if f == busiest else "other"
         out[kind] += total
         if kind == "scavenger":
@@ -146,11 +146,7 @@ def threads(prefix):
 
 def inclusive(path, text, fn):
     """(inclusive instructions, calls) of function fn in a callgrind file."""
-    m = re.search(r"^c?fn=\((\d+)\) %s$" % fn, text, re.M)
-    if not m:
-        return 0, 0
-    calls = sum(int(c) for c in re.findall(
-        r"^cfn=\(%s\)(?: %s)?\ncalls=(\d+) " % (m.group(1), fn), text, re.M))
+    calls = sum(int(c) for c in re.findall(r"^cfn=%s\ncalls=(\d+) " % fn, text, re.M))
     r = subprocess.run(["callgrind_annotate", "--inclusive=yes", path], capture_output=True,
                        text=True).stdout
     m = re.search(r"^\s*([\d,]+) .*:%s " % fn, r, re.M)
@@ -159,7 +155,10 @@ def inclusive(path, text, fn):
 
 for scraped in (False, True):
     prefix = "cg-%s" % ("scraped" if scraped else "alone")
+    # Names in full on every line: with compressed names, a thread's file
+    # may refer to a name another thread's file defined.
     p = subprocess.Popen(["valgrind", "--tool=callgrind", "--separate-threads=yes",
+                          "--compress-strings=no",
                           "--callgrind-out-file=%s/%s" % (tmp, prefix),
                           os.path.join(b, "wl-small")], env=dict(os.environ, LD_PRELOAD=pre),
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
