@@ -8,8 +8,9 @@ processes on libpagealloc afresh: the live files (src/live.h) in the
 directories where processes keep them (live_dirs), each read with
 pagealloc_stat's Live, which refuses a file its user cannot open and
 removes a stale one (its process gone, a later process under its pid, or
-one that exec'd). Nothing else is kept between requests but each process's
-last profile time, so a process that exits is gone from the next answer.
+one that exec'd). Between requests the server keeps only each process's
+last profile time and which processes were late to answer, so a process
+that exits is gone from the next answer.
 
     /                          an HTML page: the processes, their figures, links
     /metrics[?pid=N|comm=NAME] Prometheus's text exposition format (0.0.4)
@@ -25,22 +26,23 @@ profile` ask of it: its scavenger thread refreshes the figures and the story
 paths. A scrape asks every process first and then waits for the answers
 (at most pagealloc_stat.WAIT_S), so fifty processes cost one wait, not
 fifty; a process that did not answer within the wait is not waited for at
-the next scrape (Laggards), so one stuck process does not slow them all. The figures come from the file's named figures; what only the story
-has (the top size classes, the heap profile's estimates, the per-node
-heaps) is read from the story's lines (story_figures), which
-src/stats_print.c writes.
+the next scrape (Laggards), so one stuck process does not slow them all.
+The figures come from the file's named figures; what only the story has
+(the top size classes, the heap profile's estimates, the per-node heaps)
+is read from the story's lines (story_figures), which src/stats_print.c
+writes.
 
 Safety: the server listens on loopback unless told otherwise (a warning
 line otherwise); the only paths are the four above (and pprof's
 /debug/pprof/symbol, which names nothing); the only parameters are pid, a
 decimal process id of a process the server can read, and comm, a name only
 compared with the processes' names: only a pid reaches the file system (as
-/proc/PID/... and the live file's name); every
-refusal is an HTTP 4xx with one line of text/plain saying why. A profile of
-the same process is taken at most once per --profile-interval seconds
-(429 with Retry-After otherwise): a scraper cannot make a service spend its
-time writing profiles. Requests are served by threads
-(ThreadingHTTPServer), so a slow profile does not hold up /metrics.
+/proc/PID/... and the live file's name); every refusal is an HTTP 4xx with
+one line of text/plain saying why. A profile of the same process is taken
+at most once per --profile-interval seconds (429 with Retry-After
+otherwise): a scraper cannot make a service spend its time writing
+profiles. Requests are served by threads (ThreadingHTTPServer), so a slow
+profile does not hold up /metrics.
 Python 3 standard library only.
 """
 import html
