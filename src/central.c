@@ -40,22 +40,126 @@ struct pa_batch_stash central_stash[PA_SC_NUM_CLASSES];
 static void *stash_seen[PA_SC_NUM_CLASSES][CENTRAL_STASH_MAX];
 static uint32_t stash_seen_n[PA_SC_NUM_CLASSES];
 
-static void list_push(struct pa_central *c, struct pa_span *s)
+/* Objects of s out of it (in use: live, cached or stashed). */
+static inline unsigned inuse_of(const struct pa_span *s)
 {
-	s->next = c->partial;
-	if (s->next != NULL)
-		s->next->prevnext = &s->next;
-	s->prevnext = &c->partial;
-	c->partial = s;
+	return pa_sizeclasses[s->cls].objects - s->nfree;
 }
 
-static void list_remove(struct pa_span *s)
+/* s, with `inuse` objects out and a free one, onto its list (central.h:
+ * fullest first); lock held. */
+static void list_push(struct pa_central *c, struct pa_span *s, unsigned inuse)
 {
+	unsigned b = central_bucket(inuse, c->bucket_mul);
+	s->next = c->partial[b];
+	if (s->next != NULL)
+		s->next->prevnext = &s->next;
+	s->prevnext = &c->partial[b];
+	c->partial[b] = s;
+	c->nonempty |= 1u << b;
+	c->nbucket[b]++;
+	c->npartial++;
+	c->partial_inuse += inuse;
+}
+
+/* s off its list, where it was listed with `inuse` objects out; lock held. */
+static void list_remove(struct pa_central *c, struct pa_span *s, unsigned inuse)
+{
+	unsigned b = central_bucket(inuse, c->bucket_mul);
 	*s->prevnext = s->next;
 	if (s->next != NULL)
 		s->next->prevnext = s->prevnext;
 	s->next = NULL;
 	s->prevnext = NULL;
+	if (c->partial[b] == NULL)
+		c->nonempty &= ~(1u << b);
+	c->nbucket[b]--;
+	c->npartial--;
+	c->partial_inuse -= inuse;
+}
+
+/* s had `was` objects out (listed with that count if listed) and has
+ * inuse_of(s) now: onto the list it belongs to, or off the lists when it
+ * is full; lock held. The caller retires it when it is empty. */
+static int carved(const struct pa_central *c, const struct pa_span *s);
+
+/*
+ * Draining spans. A class is fragmented when at least DRAIN_MIN_PARTIAL of
+ * its spans are partial and more than half of its spans' slots are free
+ * slots in partial spans: most of its memory is pinned by few objects (a
+ * key-value store after deleting most keys). There a sparse span (in the
+ * lowest list: at most an eighth in use) that no cache carves drains: its
+ * fbump is 0, so pa_free's fast path sends each of its objects to the slow
+ * path, which gives it straight back to the span (central_give_draining)
+ * instead of a thread cache, where the next malloc of the class would
+ * have put a new object back into the sparse span at once. Refills take
+ * the fullest spans, so new objects go to dense spans while the sparse
+ * ones empty and go back to the page heap, with no cooperation from the
+ * program. The mark is decided whenever a span changes list or hands out
+ * objects or takes them back (relist), from the class's counts then: a
+ * mark left stale by the class's later changes costs that span's next free
+ * a look under the lock, which decides again.
+ */
+#define DRAIN_MIN_PARTIAL 8u
+
+static int fragmented(const struct pa_central *c, size_t objects)
+{
+	size_t free_slots = c->npartial * objects - c->partial_inuse;
+	return c->npartial >= DRAIN_MIN_PARTIAL && 2 * free_slots > c->spans * objects;
+}
+
+static int draining(const struct pa_central *c, const struct pa_span *s)
+{
+	size_t objects = pa_sizeclasses[s->cls].objects;
+	return s->prevnext != NULL && inuse_of(s) * CENTRAL_BUCKETS < objects &&
+	       fragmented(c, objects) && !carved(c, s);
+}
+
+/* s's fbump (span.h): 0 while a page is released or the span drains, else
+ * bump; lock held. */
+static void fbump_mark(const struct pa_central *c, struct pa_span *s)
+{
+	__atomic_store_n(&s->fbump, s->relmap != 0 || draining(c, s) ? 0 : s->bump,
+	                 __ATOMIC_RELAXED);
+}
+
+/* fbump_mark, and the class's `frag` mark; lock held. When the class has
+ * just become fragmented, every span of the lowest list is marked: one
+ * that nothing touches meanwhile would not be, and its objects would go on
+ * through the thread caches. */
+static void fbump_set(struct pa_central *c, struct pa_span *s)
+{
+	fbump_mark(c, s);
+	uint32_t frag = (uint32_t)fragmented(c, pa_sizeclasses[s->cls].objects);
+	if (frag == c->frag)
+		return;
+	__atomic_store_n(&c->frag, frag, __ATOMIC_RELAXED);
+	for (struct pa_span *t = frag ? c->partial[0] : NULL; t != NULL; t = t->next)
+		fbump_mark(c, t);
+}
+
+static void relist(struct pa_central *c, struct pa_span *s, unsigned was)
+{
+	unsigned now = inuse_of(s);
+	if (s->prevnext != NULL) {
+		if (s->nfree != 0 &&
+		    central_bucket(was, c->bucket_mul) == central_bucket(now, c->bucket_mul)) {
+			c->partial_inuse += (size_t)now - was;
+			fbump_set(c, s);
+			return;
+		}
+		list_remove(c, s, was);
+	}
+	if (s->nfree != 0)
+		list_push(c, s, now);
+	fbump_set(c, s);
+}
+
+/* The fullest listed span: the first of the highest non-empty list (NULL:
+ * none); lock held. */
+static inline struct pa_span *fullest(const struct pa_central *c)
+{
+	return c->nonempty != 0 ? c->partial[63u - bits_clz(c->nonempty)] : NULL;
 }
 
 /*
@@ -114,6 +218,7 @@ static struct pa_span *grow_locked(struct pa_central *c, unsigned cls, struct pa
 	struct pa_span *s = span_new(cls, sp);
 	if (s == NULL)
 		return NULL;
+	c->bucket_mul = central_bucket_mul(pa_sizeclasses[cls].objects);
 	reserve_setup();
 	uintptr_t base = pages_alloc(pa_sizeclasses[cls].pages, NULL);
 	if (base == 0 && (base = reserve_take(cls, pa_sizeclasses[cls].pages)) == 0) {
@@ -129,7 +234,7 @@ static struct pa_span *grow_locked(struct pa_central *c, unsigned cls, struct pa
 		return NULL;
 	}
 	c->spans++;
-	list_push(c, s);
+	list_push(c, s, 0);
 	return s;
 }
 
@@ -247,8 +352,9 @@ static int carved(const struct pa_central *c, const struct pa_span *s)
 static struct pa_span *take_span(struct pa_central *c, unsigned cls, struct pa_span_spares *owner,
                                  int *carving)
 {
+	struct pa_span *top = fullest(c);
 	if (carving == NULL)
-		return c->partial != NULL ? c->partial : grow_locked(c, cls, owner);
+		return top != NULL ? top : grow_locked(c, cls, owner);
 	unsigned mine = CENTRAL_CARVE_SLOTS, idle = CENTRAL_CARVE_SLOTS;
 	for (unsigned k = 0; k < CENTRAL_CARVE_SLOTS; k++) {
 		if (c->carve[k].owner == owner)
@@ -263,14 +369,16 @@ static struct pa_span *take_span(struct pa_central *c, unsigned cls, struct pa_s
 		}
 		idle = mine; /* full: a new one in its place */
 	}
-	/* The first listed span no one carves: among the first SLOTS + 1
-	 * listed there is one, as at most SLOTS are carved. */
-	struct pa_span *s = c->partial;
-	while (s != NULL && carved(c, s))
-		s = s->next;
+	/* The fullest listed span no one carves: among the first SLOTS + 1
+	 * listed from the fullest down there is one, as at most SLOTS are
+	 * carved. */
+	struct pa_span *s = NULL;
+	for (uint32_t m = c->nonempty; s == NULL && m != 0; m &= ~(1u << (63u - bits_clz(m))))
+		for (s = c->partial[63u - bits_clz(m)]; s != NULL && carved(c, s);)
+			s = s->next;
 	if (idle == CENTRAL_CARVE_SLOTS) {
 		*carving = 0; /* every slot is another cache's: share */
-		return s != NULL ? s : c->partial != NULL ? c->partial : grow_locked(c, cls, owner);
+		return s != NULL ? s : top != NULL ? top : grow_locked(c, cls, owner);
 	}
 	if (s == NULL && (s = grow_locked(c, cls, owner)) == NULL) {
 		carve_clear(c, idle);
@@ -318,22 +426,28 @@ static int stash_give(unsigned cls, void *b)
 	return 0;
 }
 
+static void give_locked(struct pa_central *c, void *head, unsigned n, struct pa_span_spares *sp);
+
 unsigned central_take(unsigned cls, unsigned n, void **head, struct pa_span_spares *owner,
                       int *carving)
 {
 	struct pa_central *c = &central[cls];
 	void *list = NULL, **tail = &list;
 	unsigned got = 0;
-	if (owner != NULL && n == central_batch(cls) && (*head = stash_take(cls)) != NULL)
+	int frag = __atomic_load_n(&c->frag, __ATOMIC_RELAXED);
+	if (owner != NULL && n == central_batch(cls) && !frag && (*head = stash_take(cls)) != NULL)
 		return n;
 	lock_acquire(&c->lock);
+	void *b;
+	if (frag && (b = stash_take(cls)) != NULL) /* its objects back to their spans */
+		give_locked(c, b, central_batch(cls), owner);
 	while (got < n) {
 		struct pa_span *s = take_span(c, cls, owner, carving);
 		if (s == NULL)
 			break;
+		unsigned was = inuse_of(s);
 		got += take_from(c, s, n - got < s->nfree ? n - got : s->nfree, &tail);
-		if (s->nfree == 0)
-			list_remove(s);
+		relist(c, s, was);
 	}
 	*tail = NULL;
 	c->out += got;
@@ -358,12 +472,11 @@ void central_uncarve(unsigned cls, const void *owner)
 }
 
 /* Every object of s is back: give its pages to the heap and its record to
- * sp (span.h); lock held. Pages the sweep released go back as resident ones
- * (they read as zero; the scavenger releases them again in its own time). */
+ * sp (span.h); lock held, s off the lists. Pages the sweep released go back
+ * as resident ones (they read as zero; the scavenger releases them again in
+ * its own time). */
 static void retire_locked(struct pa_central *c, struct pa_span *s, struct pa_span_spares *sp)
 {
-	if (s->prevnext != NULL)
-		list_remove(s);
 	for (unsigned k = 0; k < CENTRAL_CARVE_SLOTS; k++)
 		if (c->carve[k].span == s)
 			carve_clear(c, k);
@@ -383,12 +496,17 @@ static void give_locked(struct pa_central *c, void *head, unsigned n, struct pa_
 	uint32_t now = pages_epoch();
 	struct pa_span *s = NULL;
 	uintptr_t span_bytes = 0;
+	unsigned was = 0; /* s's objects out when the run of its objects began */
 	for (unsigned k = 0; k < n; k++) {
 		void **o = head;
 		head = o[0];
-		/* Objects of one batch often share a span: look up only a new one. */
+		/* Objects of one batch often share a span: look up only a new one
+		 * (and move the last one to its list once). */
 		if (s == NULL || (uintptr_t)o + s->neg_base >= span_bytes) {
+			if (s != NULL)
+				relist(c, s, was);
 			s = pagemap_lookup((uintptr_t)o);
+			was = inuse_of(s);
 			span_bytes = s->npages * PA_PAGE_SIZE;
 			if (!s->dirty) {
 				__atomic_store_n(&s->dirty, 1, __ATOMIC_RELAXED);
@@ -410,12 +528,14 @@ static void give_locked(struct pa_central *c, void *head, unsigned n, struct pa_
 		if (i < s->scan)
 			s->scan = (uint16_t)i;
 		if (++s->nfree == span_objects(s)) {
+			if (s->prevnext != NULL)
+				list_remove(c, s, was);
 			retire_locked(c, s, sp);
 			s = NULL;
-		} else if (s->prevnext == NULL) {
-			list_push(c, s);
 		}
 	}
+	if (s != NULL)
+		relist(c, s, was);
 	c->out -= n;
 }
 
@@ -429,7 +549,8 @@ void central_give(unsigned cls, void *head, unsigned n, struct pa_span_spares *s
 
 void central_give_or_stash(unsigned cls, void *head, unsigned n, struct pa_span_spares *sp)
 {
-	if (n == central_batch(cls) && stash_give(cls, head))
+	if (n == central_batch(cls) && !__atomic_load_n(&central[cls].frag, __ATOMIC_RELAXED) &&
+	    stash_give(cls, head))
 		return;
 	central_give(cls, head, n, sp);
 }
@@ -446,14 +567,15 @@ void central_adopt(struct pa_span *s, struct pa_span_spares *sp)
 	/* A free of one of its objects in another thread now goes to a
 	 * thread cache, and from there to this list: after the lock. */
 	__atomic_store_n(&s->dirty, 0, __ATOMIC_RELAXED);
+	c->bucket_mul = central_bucket_mul(pa_sizeclasses[cls].objects);
 	c->spans++;
 	if (s->nfree == span_objects(s)) {
 		retire_locked(c, s, sp);
 	} else {
 		c->out += span_objects(s) - s->nfree;
 		if (s->nfree != 0)
-			list_push(c, s);
-		span_fbump_update(s); /* the fast path's from here on */
+			list_push(c, s, inuse_of(s));
+		fbump_set(c, s); /* the fast path's from here on */
 	}
 	lock_release(&c->lock);
 }
@@ -530,4 +652,113 @@ void central_reset_locks(void)
 {
 	for (unsigned i = 1; i < PA_SC_NUM_CLASSES; i++)
 		lock_init(&central[i].lock);
+}
+
+/* ---- the defrag contract (central.h) ---------------------------------------- */
+
+/* Looked at from the fullest list down, the listed span other than `not`
+ * with the most objects out among the first DEFRAG_LOOK of the first list
+ * that has one (a list's spans differ by up to an eighth of a span); lock
+ * held. NULL: no span listed but `not`. */
+#define DEFRAG_LOOK 4u
+static struct pa_span *fullest_other(const struct pa_central *c, const struct pa_span * not )
+{
+	for (uint32_t m = c->nonempty; m != 0; m &= ~(1u << (63u - bits_clz(m)))) {
+		struct pa_span *best = NULL;
+		unsigned k = 0;
+		for (struct pa_span *t = c->partial[63u - bits_clz(m)];
+		     t != NULL && k < DEFRAG_LOOK; t = t->next) {
+			if (t == not )
+				continue;
+			if (best == NULL || inuse_of(t) > inuse_of(best))
+				best = t;
+			k++;
+		}
+		if (best != NULL)
+			return best;
+	}
+	return NULL;
+}
+
+/* central_defrag_hint with the lock held. */
+static int hint_locked(const struct pa_central *c, const struct pa_span *s)
+{
+	if (s->prevnext == NULL || carved(c, s))
+		return 0; /* full, or a cache's to carve */
+	unsigned inuse = inuse_of(s);
+	if (!central_defrag_rule(inuse, c->npartial, c->partial_inuse))
+		return 0;
+	const struct pa_span *t = fullest_other(c, s);
+	return t != NULL && inuse_of(t) >= inuse;
+}
+
+int central_defrag_hint(struct pa_span *s)
+{
+	struct pa_central *c = &central[s->cls];
+	lock_acquire(&c->lock);
+	int worth = hint_locked(c, s);
+	lock_release(&c->lock);
+	return worth;
+}
+
+void *central_defrag_take(unsigned cls, struct pa_span *from, struct pa_span_spares *sp)
+{
+	struct pa_central *c = &central[cls];
+	void *list = NULL, **tail = &list;
+	lock_acquire(&c->lock);
+	struct pa_span *t = fullest_other(c, from);
+	if (from != NULL && (t == NULL || inuse_of(t) < inuse_of(from)))
+		t = NULL; /* nowhere fuller to go */
+	else if (t == NULL)
+		t = grow_locked(c, cls, sp);
+	if (t != NULL) {
+		unsigned was = inuse_of(t);
+		take_from(c, t, 1, &tail);
+		relist(c, t, was);
+		c->out++;
+	}
+	lock_release(&c->lock);
+	if (list != NULL)
+		((void **)list)[1] = NULL; /* live: no free-key */
+	return list;
+}
+
+void central_defrag_give(void *p, struct pa_span_spares *sp)
+{
+	struct pa_span *s = pagemap_lookup((uintptr_t)p);
+	struct pa_central *c = &central[s->cls];
+	((void **)p)[0] = NULL;
+	((void **)p)[1] = (void *)span_free_key(p); /* as a free into a list writes */
+	lock_acquire(&c->lock);
+	give_locked(c, p, 1, sp);
+	lock_release(&c->lock);
+}
+
+int central_give_draining(void *p, struct pa_span_spares *sp)
+{
+	struct pa_span *s = pagemap_lookup((uintptr_t)p);
+	struct pa_central *c = &central[s->cls];
+	lock_acquire(&c->lock);
+	if (!draining(c, s)) {
+		fbump_mark(c, s); /* a stale mark: the class changed since */
+		lock_release(&c->lock);
+		return 0;
+	}
+	((void **)p)[0] = NULL;
+	((void **)p)[1] = (void *)span_free_key(p); /* as a free into a list writes */
+	give_locked(c, p, 1, sp);
+	lock_release(&c->lock);
+	return 1;
+}
+
+void central_occupancy(unsigned cls, struct central_occupancy *o)
+{
+	struct pa_central *c = &central[cls];
+	lock_acquire(&c->lock);
+	o->spans = c->spans;
+	o->partial = c->npartial;
+	o->partial_free = c->npartial * pa_sizeclasses[cls].objects - c->partial_inuse;
+	for (unsigned b = 0; b < CENTRAL_BUCKETS; b++)
+		o->bucket_spans[b] = c->nbucket[b];
+	lock_release(&c->lock);
 }

@@ -42,6 +42,10 @@ int pa_malloc_stats(struct pa_malloc_stats *out)
 		lock_acquire(&c->lock);
 		size_t spans = c->spans, objects_out = c->out, stashed = central_stashed(cls);
 		lock_release(&c->lock);
+		struct central_occupancy occ;
+		central_occupancy(cls, &occ);
+		k->partial_spans = occ.partial;
+		k->partial_free = occ.partial_free;
 		k->size = pa_sizeclasses[cls].size;
 		k->spans = spans;
 		k->pages = spans * pa_sizeclasses[cls].pages;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/bench-serve.sh — what `pagealloc serve` (tools/pagealloc_serve.py)
 # takes to answer a scrape, and what being scraped costs a process:
-# docs/benchmarks.md §14.
+# docs/benchmarks.md §15.
 #
 #   tools/bench-serve.sh [--procs N] [--rounds R] [--build B] [--no-callgrind]
 #
