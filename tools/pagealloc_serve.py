@@ -230,8 +230,9 @@ def snapshot(pids, laggards=None):
 
 # ---- what only the story says (src/stats_print.c) ----------------------------------
 
-CLASS_HEADER = "     size   spans  objects   cached         bytes  live / span"
-CLASS_ROW = re.compile(r"^ +(\d+) +(\d+) +(\d+) +(\d+) +(\d+) +(?:([\d.]+)%|n/a)$")
+CLASS_HEADER = "     size   spans  objects   cached         bytes  live / span"  # then more
+CLASS_ROW = re.compile(r"^ +(\d+) +(\d+) +(\d+) +(\d+) +(\d+) +(?:([\d.]+)%|n/a)"
+                       r"(?: +(\d+) +(\d+))?$")
 PROF_ON = re.compile(r"^heap profile +(on|off),")
 PROF_SAMPLES = re.compile(r"^  samples +(\d+) live of (\d+) taken, from (\d+) sites")
 PROF_ESTIMATE = re.compile(r"^  estimated +live ([\d.]+) MiB, allocated ([\d.]+) MiB")
@@ -246,8 +247,9 @@ def mib_bytes(text):
 
 def story_figures(text):
     """What the story adds to the figures: {"classes": [(size, spans,
-    objects, cached, bytes, fullness or None)], "prof": {...}, "nodes":
-    [(node, cpus, mapped, inuse, released, cache_free, refills)]}."""
+    objects, cached, bytes, fullness or None, partial spans or None, bytes
+    free in them or None)], "prof": {...}, "nodes": [(node, cpus, mapped,
+    inuse, released, cache_free, refills)]}."""
     out = {"classes": [], "prof": {}, "nodes": []}
     in_classes = False
     for line in text.splitlines():
@@ -256,12 +258,13 @@ def story_figures(text):
         if in_classes:
             m = CLASS_ROW.match(line)
             if m:
-                size, spans, objects, cached, nbytes = (int(x) for x in m.groups()[:5])
-                full = float(m.group(6)) / 100 if m.group(6) is not None else None
-                out["classes"].append((size, spans, objects, cached, nbytes, full))
+                g = m.groups()
+                full = float(g[5]) / 100 if g[5] is not None else None
+                out["classes"].append(tuple(int(x) for x in g[:5]) + (full,) + tuple(
+                    int(x) if x is not None else None for x in g[6:8]))
                 continue
             in_classes = False
-        if line == CLASS_HEADER:
+        if line.startswith(CLASS_HEADER):
             in_classes = True
         elif line.startswith("heap profile"):
             m = PROF_ON.match(line)
@@ -334,6 +337,11 @@ FIGURES = (
      "Allocations that left resident memory over the limit with nothing free to release."),
     ("updates", "pagealloc_live_file_updates_total", "counter",
      "Refreshes of the live file, this scrape's included."),
+    ("partial_spans", "pagealloc_partial_spans", "gauge",
+     "Spans of small objects with a free slot."),
+    ("partial_free_bytes", "pagealloc_partial_free_bytes", "gauge",
+     "Bytes of the free slots in partial spans: what moving objects could win back "
+     "(pa_defrag_frag_bytes)."),
 )
 FIGURE_ROWS = {f[0]: f for f in FIGURES}
 SKIPPED_FIGURES = {"stories"}  # the live file's own bookkeeping
@@ -345,6 +353,9 @@ CLASS_METRICS = (
     (3, "pagealloc_size_class_cached_objects", "Free objects of the size class in thread caches"),
     (5, "pagealloc_size_class_span_fullness_ratio",
      "Live bytes of the size class over its spans' bytes"),
+    (6, "pagealloc_size_class_partial_spans", "Spans of the size class with a free slot"),
+    (7, "pagealloc_size_class_partial_free_bytes",
+     "Bytes of the free slots in the size class's partial spans"),
 )
 TOP_NOTE = " (the ten classes with the most bytes, as the heap's story lists them)."
 PROF_METRICS = (

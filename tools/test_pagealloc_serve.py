@@ -19,11 +19,13 @@ STORY = """heap profile        on, a sample per 0.06 MiB allocated (prof_sample)
 NUMA (2 nodes, pretend ones: numa_fake)
   node 0              1 CPU, no policy: 100.00 MiB mapped, 4.50 MiB in use, 95.00 MiB released; caches 0.47 MiB free, 1 refills
   node 1              1 CPU, memory of node 1: 0.00 MiB mapped, 0.00 MiB in use, 0.00 MiB released; caches 0.00 MiB free, 0 refills
-top size classes by bytes (live / span = how full their spans are)
-     size   spans  objects   cached         bytes  live / span
-       64       8      999       25         63936       97.56%
-     4096       2        2        1          8192       50.00%
-      288       0        0        0             0  n/a
+top size classes by bytes (live / span = how full their spans are; partial: spans with a free slot,
+  free in partial: the bytes of those slots, what moving objects could win back)
+     size   spans  objects   cached         bytes  live / span  partial  free in partial
+       64       8      999       25         63936       97.56%        2             1600
+     4096       2        2        1          8192       50.00%        1             4096
+      288       0        0        0             0  n/a        0                0
+  small spans: 10, 3 of them partial, holding 0.01 MiB of free slots (pa_defrag_frag_bytes: what pa_defrag_move could win back)
 top threads by bytes allocated (usable sizes; held = allocated - freed)
        tid  name                 allocated           freed            held  state
       4331  live_target                100671776       100663296            8480  live
@@ -88,10 +90,16 @@ class StoryTest(unittest.TestCase):
         f = ps.story_figures(STORY)
         self.assertEqual(f["prof"], {"on": 1, "samples_live": 17, "samples_total": 113,
                                      "sites": 4, "live": 1111491, "alloc": 102875791})
-        self.assertEqual(f["classes"], [(64, 8, 999, 25, 63936, 0.9756),
-                                        (4096, 2, 2, 1, 8192, 0.5), (288, 0, 0, 0, 0, None)])
+        self.assertEqual(f["classes"], [(64, 8, 999, 25, 63936, 0.9756, 2, 1600),
+                                        (4096, 2, 2, 1, 8192, 0.5, 1, 4096),
+                                        (288, 0, 0, 0, 0, None, 0, 0)])
         self.assertEqual(f["nodes"], [(0, 1, 104857600, 4718592, 99614720, 492831, 1),
                                       (1, 1, 0, 0, 0, 0, 0)])
+
+    def test_a_story_without_the_partial_columns(self):
+        f = ps.story_figures("     size   spans  objects   cached         bytes  live / span\n"
+                             "       64       8      999       25         63936       97.56%\n")
+        self.assertEqual(f["classes"], [(64, 8, 999, 25, 63936, 0.9756, None, None)])
 
     def test_thread_rows_are_not_classes(self):
         # The threads' table follows the classes' with five numbers too.

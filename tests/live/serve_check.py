@@ -346,16 +346,18 @@ def case_exposition(tmp):
         check(sorted(nodes) == ['pid="%d",comm="live_target",node="%d"' % (t.pid, n)
                                 for n in (0, 1)], "node series: %s" % nodes)
         # The 64-byte class's row is the story's (`pagealloc stat PID`):
-        # size, spans, objects, cached, bytes; its objects are the 1000
-        # blocks but those the profiler sampled (they live on pages of their own).
+        # size, spans, objects, cached, bytes, live / span, partial spans,
+        # free in them; its objects are the 1000 blocks but those the
+        # profiler sampled (they live on pages of their own).
         story = subprocess.run([pagealloc, "stat", str(t.pid)], capture_output=True,
                                text=True).stdout
-        row = [line.split()[:5] for line in story.splitlines()
+        row = [line.split() for line in story.splitlines()
                if re.match(r"^ +64 +\d+ +\d+ +\d+ +\d+ ", line)]
         key = 'pid="%d",comm="live_target",size="64"' % t.pid
         got = [series(text, "pagealloc_size_class_" + name, t.pid).get(key) for name in (
-            "spans", "objects", "cached_objects", "bytes")]
-        check(len(row) == 1 and got == [float(v) for v in row[0][1:]],
+            "spans", "objects", "cached_objects", "bytes", "partial_spans",
+            "partial_free_bytes")]
+        check(len(row) == 1 and got == [float(v) for v in row[0][1:5] + row[0][6:8]],
               "the 64-byte class: %s, the story's %s" % (got, row))
         sampled = series(text, "pagealloc_profile_live_samples", t.pid).get(
             'pid="%d",comm="live_target"' % t.pid, 0)
