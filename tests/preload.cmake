@@ -218,6 +218,24 @@ if(PA_CAN_LINK_STATIC)
 		${PROJECT_SOURCE_DIR}/tools/pagealloc_stat.py linked)
 endif()
 
+#   live_serve_prometheus   tests/live/serve_check.py: a real Prometheus scrapes
+#                           `pagealloc serve` each second; its query API's
+#                           pagealloc_heap_alloc_bytes of live_target is stat
+#                           --json's exactly at each step (+2 MiB + 64000, then
+#                           -1 MiB freed); the series goes after a SIGKILL
+#   live_serve_pprof        go tool pprof -raw of /debug/pprof/heap?pid=N: 1 MiB
+#                           live at live_target's sites; 429 within
+#                           --profile-interval
+#   live_serve_exposition   promtool check metrics passes; stat's heap_alloc,
+#                           two nodes' series (numa_fake=2), the 64-byte class
+#   live_serve_errors       each bad request a 4xx and one line (paths, pids,
+#                           parameters, another user's process), still serving
+foreach(case prometheus pprof exposition errors)
+	pa_preload_test(live_serve_${case} /usr/bin/python3 -S
+		${PROJECT_SOURCE_DIR}/tests/live/serve_check.py ${PA_PT_PRELOAD}
+		$<TARGET_FILE:live_target> ${PROJECT_BINARY_DIR}/pagealloc ${case})
+endforeach()
+
 # ---- the heap map and `pagealloc map` ----------------------------------------------
 #   live_map                tests/live/map_check.py: map_target holds seed 000's
 #                           keep-every-512th heap; `pagealloc map PID` gives

@@ -64,7 +64,10 @@ static void lists_order_refills_and_hints(void **state)
 	defrag_fill(v, 96, size);
 	struct pa_span *a = span_of(v[0]), *b = span_of(v[32]), *c = span_of(v[64]);
 	for (unsigned i = 0; i < 96; i++)
-		TU_EQ(span_of(v[i]) == (i < 32 ? a : i < 64 ? b : c), 1); /* one span, then the next */
+		TU_EQ(span_of(v[i]) == (i < 32   ? a
+		                        : i < 64 ? b
+		                                 : c),
+		      1); /* one span, then the next */
 	TU_EQ(class_stats(cls).spans, 3);
 	TU_EQ(class_stats(cls).partial_spans, 0); /* all full */
 
@@ -79,9 +82,14 @@ static void lists_order_refills_and_hints(void **state)
 	TU_EQ(k.partial_spans, 3);
 	TU_EQ(k.partial_free, 28 + 12 + 22);
 	TU_EQ(k.objects, 4 + 20 + 10);
-	TU_EQ(k.span_hist[1], 1); /* A: 4 of 32 */
-	TU_EQ(k.span_hist[5], 1); /* B: 20 of 32 */
-	TU_EQ(k.span_hist[2], 1); /* C: 10 of 32 */
+	struct central_occupancy o;
+	central_occupancy(cls, &o);
+	TU_EQ(o.bucket_spans[1], 1); /* A: 4 of 32 */
+	TU_EQ(o.bucket_spans[5], 1); /* B: 20 of 32 */
+	TU_EQ(o.bucket_spans[2], 1); /* C: 10 of 32 */
+	TU_EQ(o.bucket_spans[0] + o.bucket_spans[3] + o.bucket_spans[4] + o.bucket_spans[6] +
+	          o.bucket_spans[7],
+	      0);
 	TU_EQ(pa_defrag_frag_bytes() >= (28 + 12 + 22) * size, 1);
 
 	/* The average is 34 / 3: A (4) and C (10) are at most 12.5% above
@@ -150,7 +158,9 @@ static void seed000_moves_the_fewest_objects(void **state)
 	TU_EQ(k.spans, 8);
 	TU_EQ(k.partial_spans, 8);
 	TU_EQ(k.partial_free, 8 * 24);
-	TU_EQ(k.span_hist[0], 8);
+	struct central_occupancy o;
+	central_occupancy(cls, &o);
+	TU_EQ(o.bucket_spans[0], 8);
 	unsigned moves = 0;
 	for (unsigned s = 0; s < 8; s++) {
 		void *q = pa_defrag_move(kept[s]);
@@ -245,6 +255,70 @@ static void heaps_defrag_within_the_heap(void **state)
 	pa_heap_destroy(h);
 }
 
+/* Draining spans (central.c): in a class with 8 or more partial spans and
+ * more than half its slots free in them, a free of an object of a span at
+ * most an eighth full goes straight back to the span, not to the thread's
+ * cache (whose next malloc would refill the sparse span at once); a span
+ * fuller than that, or a class that is not fragmented, frees into the
+ * cache as always. 416-byte class: 19 objects a span. */
+static void sparse_spans_of_a_fragmented_class_drain(void **state)
+{
+	(void)state;
+	const size_t size = 416;
+	const unsigned cls = class_of(size), per = pa_sizeclasses[cls].objects;
+	TU_EQ(per, 19);
+	void *v[10 * 19];
+	defrag_fill(v, 10 * per, size);
+	/* Spans 0-8 keep 2 objects (2 * 8 < 19: the lowest list), span 9 keeps
+	 * 17: 10 partial spans, 17 * 9 + 2 = 155 free slots of 190. */
+	for (unsigned s = 0; s < 10; s++)
+		for (unsigned i = s < 9 ? 2 : 17; i < per; i++) {
+			pa_defrag_free(v[s * per + i]);
+			v[s * per + i] = NULL;
+		}
+	pa_thread_cache_flush();
+	struct pa_class_stats k = class_stats(cls);
+	TU_EQ(k.partial_spans, 10);
+	TU_EQ(k.partial_free, 155);
+	TU_EQ(k.cached, 0);
+	/* An object of a sparse span: straight back, not cached. */
+	pa_free(v[0]);
+	k = class_stats(cls);
+	TU_EQ(k.partial_free, 156);
+	TU_EQ(k.cached, 0);
+	/* An object of the dense span: into the cache. */
+	pa_free(v[9 * per]);
+	k = class_stats(cls);
+	TU_EQ(k.partial_free, 156);
+	TU_EQ(k.cached, 1);
+	/* The sparse span's last object: the span goes back to the page heap. */
+	pa_free(v[1]);
+	k = class_stats(cls);
+	TU_EQ(k.spans, 9);
+	TU_EQ(k.partial_free, 156 - 18); /* its 18 free slots went with it */
+	pa_thread_cache_flush();
+	for (unsigned i = 2; i < 10 * per; i++)
+		if (i != 9 * per)
+			pa_defrag_free(v[i]);
+	TU_EQ(class_stats(cls).spans, 0);
+}
+
+/* The lists' multiply and shift is the division it stands for, for every
+ * count of every class. */
+static void bucket_is_inuse_times_8_over_objects(void **state)
+{
+	(void)state;
+	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
+		unsigned objects = pa_sizeclasses[cls].objects;
+		uint32_t mul = central_bucket_mul(objects);
+		for (unsigned inuse = 0; inuse < objects; inuse++)
+			if (central_bucket(inuse, mul) != inuse * CENTRAL_BUCKETS / objects)
+				fail_msg("class %u, %u of %u in use: list %u, want %u", cls, inuse,
+				         objects, central_bucket(inuse, mul),
+				         inuse * CENTRAL_BUCKETS / objects);
+	}
+}
+
 /* A bad pointer gets pa_free's one line, under the function's name. */
 static uintptr_t *bad_ptr;
 static void hint_of_a_freed_block(void *arg)
@@ -291,6 +365,8 @@ static int setup(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    TU_TEST(bucket_is_inuse_times_8_over_objects),
+	    TU_TEST(sparse_spans_of_a_fragmented_class_drain),
 	    TU_TEST(lists_order_refills_and_hints),
 	    TU_TEST(seed000_moves_the_fewest_objects),
 	    TU_TEST(hint_is_0_for_what_it_cannot_judge),
