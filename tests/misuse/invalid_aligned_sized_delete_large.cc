@@ -1,0 +1,10 @@
+#include <new>
+
+struct alignas(8192) S {
+    char x[9000];
+};
+
+int main() {
+    S *p = new S;
+    operator delete(p, sizeof(S) - 10, std::align_val_t(alignof(S)));
+}
