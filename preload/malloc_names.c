@@ -22,13 +22,15 @@
  * and delete in preload/new_delete.cc, except the four sized deletes below.
  *
  * C++'s sized operator delete(void *, size_t) and delete[] (and their
- * std::align_val_t forms) hold the size to free_sized's rule: a size larger
- * than the block's usable size is a fault, reported as "operator delete"
- * or "operator delete[]" (then abort). They are defined here, under their
- * mangled names (size_t is unsigned long, "m"; the alignment, a third
- * argument, is not read), because only here can they inline pa_free's fast
- * path: a wrapper in new_delete.cc would add a jump. The check costs a
- * 16-byte new + sized delete pair 4 instructions (docs/benchmarks.md).
+ * std::align_val_t forms) hold the size to the block's own class: a size
+ * of another class, smaller or larger (for a large block, another page
+ * count), is a fault, reported as "operator delete" or "operator delete[]"
+ * with the size passed and the block's (then abort). They are defined here,
+ * under their mangled names (size_t is unsigned long, "m"), because only
+ * here can they inline pa_free's fast path: a wrapper in new_delete.cc
+ * would add a jump. The fast path's check is one unsigned compare against
+ * the class's range (pa_sc_sizes), as many instructions as the compare with
+ * the class size it replaced (docs/benchmarks.md).
  */
 #include "../src/malloc.c"
 #include "live.h"
@@ -89,12 +91,25 @@ static void delete_array_sized(void *p, size_t size)
 	delete_sized_as(p, size, "operator delete[]");
 }
 
+/* The std::align_val_t forms (an enum of size_t: passed as one) hold the
+ * alignment too, on the slow path: the size's class for that alignment
+ * (aligned_alloc_pow2's) must be the block's, and the block that aligned. */
+static void delete_aligned_sized(void *p, size_t size, size_t align)
+{
+	free_sized_checked(p, size, align, "operator delete", 1);
+}
+
+static void delete_array_aligned_sized(void *p, size_t size, size_t align)
+{
+	free_sized_checked(p, size, align, "operator delete[]", 1);
+}
+
 /* operator delete(void *, size_t), delete[](void *, size_t), and both with
  * std::align_val_t */
 PA_ALIAS(_ZdlPvm, delete_sized);
 PA_ALIAS(_ZdaPvm, delete_array_sized);
-PA_ALIAS(_ZdlPvmSt11align_val_t, delete_sized);
-PA_ALIAS(_ZdaPvmSt11align_val_t, delete_array_sized);
+PA_ALIAS(_ZdlPvmSt11align_val_t, delete_aligned_sized);
+PA_ALIAS(_ZdaPvmSt11align_val_t, delete_array_aligned_sized);
 
 /* A static link (cc -static app.c -lpagealloc-preload) takes this object for
  * malloc, and with this reference live.o too, whose constructor hands the
@@ -102,3 +117,12 @@ PA_ALIAS(_ZdaPvmSt11align_val_t, delete_array_sized);
  * nothing else names live.o, and a linker leaves an archive's unnamed
  * objects out. (The shared library has every object.) */
 __attribute__((used)) static void (*const pull_live)(void) = live_init;
+
+/* The sized deletes, where a guarded block's "freed at" stack is trimmed
+ * (src/prof.h), as malloc.c's frees are. */
+static const prof_entry_fn delete_entries[] __attribute__((used, section("pa_prof_entry"))) = {
+    (prof_entry_fn)delete_sized,
+    (prof_entry_fn)delete_array_sized,
+    (prof_entry_fn)delete_aligned_sized,
+    (prof_entry_fn)delete_array_aligned_sized,
+};
