@@ -221,8 +221,8 @@ bad_pointer(const char *func, const void *p, const struct guard_slot *r)
 }
 
 /* Where a is from block r: "N bytes past the end of a SIZE-byte block at P"
- * and the like ("a freed" once it is). */
-static void msg_where(struct pa_msg *m, const struct guard_slot *r, uintptr_t a)
+ * and the like ("a freed" with `freed`). */
+static void msg_where(struct pa_msg *m, const struct guard_slot *r, uintptr_t a, int freed)
 {
 	uintptr_t end = r->ptr + r->size;
 	if (a == r->ptr && a < end) {
@@ -235,7 +235,7 @@ static void msg_where(struct pa_msg *m, const struct guard_slot *r, uintptr_t a)
 		           : a < r->ptr ? "before the start of"
 		                        : "inside");
 	}
-	msg_str(m, r->state == GUARD_FREED ? " a freed " : " a ");
+	msg_str(m, freed ? " a freed " : " a ");
 	msg_uint(m, r->size);
 	msg_str(m, "-byte block at ");
 	msg_hex(m, r->ptr);
@@ -252,7 +252,7 @@ overflow_found(const char *func, const struct guard_slot *r, uintptr_t a)
 	msg_str(&m, "heap-buffer-overflow at ");
 	msg_hex(&m, a);
 	msg_str(&m, ": ");
-	msg_where(&m, r, a);
+	msg_where(&m, r, a, 0);
 	msg_str(&m, ", written in the alignment gap before the guard page, found ");
 	if (func != NULL) {
 		msg_str(&m, "by ");
@@ -312,7 +312,7 @@ static void guard_on_fault(int sig, void *info, void *ctx)
 		msg_str(&m, " at ");
 		msg_hex(&m, a);
 		msg_str(&m, ": ");
-		msg_where(&m, r, a);
+		msg_where(&m, r, a, r->state == GUARD_FREED);
 		msg_str(&m, ", ");
 		msg_stacks(&m, r);
 	}

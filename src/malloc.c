@@ -731,6 +731,8 @@ static int sized_ok(const struct pa_span *s, size_t size, size_t align, int exac
 	struct prof_sample *r = span_sample(s);
 	if (r != NULL && cls != 0 && pa_sizeclasses[cls].size == prof_sample_usable(r))
 		return 1;
+	if (r != NULL && prof_sample_usable(r) < s->npages * PA_PAGE_SIZE)
+		return 0; /* a small class's sample, not whole pages */
 	size_t pages = large_pages_of(size);
 	return (pages != 0 ? pages : 1) == s->npages && (cls == 0 || !exact);
 }

@@ -112,7 +112,8 @@ foreach(case_func free_stack:free free_mmap:free free_static:free double_free:fr
 		"delete_static:free|operator delete" "delete_sized_wrong:operator delete"
 		"delete_array_sized_wrong:operator delete\\[\\]"
 		"delete_aligned_sized_wrong:operator delete" "delete_sized_large_wrong:operator delete"
-		"delete_sized_twice:operator delete" write_after_free:malloc)
+		"delete_sized_twice:operator delete" "delete_sized_smaller:operator delete"
+		"delete_sized_large_smaller:operator delete" write_after_free:malloc)
 	string(REPLACE ":" ";" parts "${case_func}")
 	list(GET parts 0 case)
 	list(GET parts 1 func)

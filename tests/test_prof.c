@@ -473,7 +473,10 @@ static void aligned_allocations_keep_their_alignment_when_sampled(void **state)
 /* src/span.c's texts, word for word. */
 #define FOREIGN "not a live block of this heap (foreign pointer, or freed already)"
 #define DOUBLE_FREE "block is already free (double free)"
-#define BAD_SIZE "size is larger than the block (wrong size)"
+/* 113 is class 128's: the block's is 112 (a sample, on a page of its own) */
+#define BAD_SIZE                                                                                   \
+	"wrong size: 113 bytes passed for a 112-byte block (size class 7, which holds 97 to 112 "  \
+	"bytes)"
 
 /* Written by the child: the pointer of the faulting call (MAP_SHARED). */
 struct shared {
