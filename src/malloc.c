@@ -176,15 +176,25 @@ static void guard_free_counted(const char *func, void *p);
 /* ... and the frees, whose stacks a guarded block's report prints ("freed
  * at"): from the program's frame on, as the allocation's. */
 static const prof_entry_fn prof_entries[] __attribute__((used, section("pa_prof_entry"))) = {
-    (prof_entry_fn)pa_malloc,         (prof_entry_fn)pa_calloc,
-    (prof_entry_fn)pa_realloc,        (prof_entry_fn)pa_reallocarray,
-    (prof_entry_fn)pa_memalign,       (prof_entry_fn)pa_aligned_alloc,
-    (prof_entry_fn)pa_posix_memalign, (prof_entry_fn)pa_valloc,
-    (prof_entry_fn)pa_pvalloc,        (prof_entry_fn)small_alloc_slow,
-    (prof_entry_fn)alloc_large,       (prof_entry_fn)aligned_alloc_pow2,
-    (prof_entry_fn)pa_free,           (prof_entry_fn)free_other,
-    (prof_entry_fn)pa_free_sized,     (prof_entry_fn)pa_free_aligned_sized,
-    (prof_entry_fn)free_sized_other,  (prof_entry_fn)realloc_guarded,
+    (prof_entry_fn)pa_malloc,
+    (prof_entry_fn)pa_calloc,
+    (prof_entry_fn)pa_realloc,
+    (prof_entry_fn)pa_reallocarray,
+    (prof_entry_fn)pa_memalign,
+    (prof_entry_fn)pa_aligned_alloc,
+    (prof_entry_fn)pa_posix_memalign,
+    (prof_entry_fn)pa_valloc,
+    (prof_entry_fn)pa_pvalloc,
+    (prof_entry_fn)small_alloc_slow,
+    (prof_entry_fn)alloc_large,
+    (prof_entry_fn)aligned_alloc_pow2,
+    (prof_entry_fn)pa_free,
+    (prof_entry_fn)free_other,
+    (prof_entry_fn)pa_free_sized,
+    (prof_entry_fn)pa_free_aligned_sized,
+    (prof_entry_fn)free_sized_other,
+    (prof_entry_fn)realloc_guarded,
+    (prof_entry_fn)guard_free_counted,
 };
 
 /* Block p (large span s) is sampled for n requested bytes, usable bytes: its
