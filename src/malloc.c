@@ -563,10 +563,47 @@ static inline int block_check(void *p, struct pa_span **span)
 }
 
 /* Out of line, so the fast paths keep no frame for the report. */
+/* func(p), p failing the page map's checks as foreign (span s, or NULL):
+ * where p is in this heap's own memory, say precisely what is there (abort);
+ * else return (span_report's words: another's memory, or a large block's
+ * inside). */
+static void __attribute__((cold)) foreign_in_heap(const char *func, void *p, struct pa_span *s)
+{
+	const char *what = NULL;
+	if (s != NULL && s->cls != 0) {
+		what = "at a block its span has not handed out: freed already, or never one";
+	} else if (s == NULL) {
+		struct pages_chunk_view v;
+		uintptr_t a = (uintptr_t)p;
+		if (pages_chunk_view(a, &v) && a - v.base < PA_CHUNK_SIZE) {
+			size_t i = (a - v.base) >> PA_PAGE_SHIFT;
+			uint64_t bit = (uint64_t)1 << (i % 64);
+			if (!(v.alloc[i / 64] & bit) || (v.cached[i / 64] & bit))
+				what = "on a free page of its own: a block freed already, or never "
+				       "one";
+		}
+	}
+	if (what == NULL)
+		return;
+	struct pa_msg m;
+	msg_begin(&m);
+	msg_str(&m, func);
+	msg_str(&m, "(");
+	msg_hex(&m, (uintptr_t)p);
+	msg_str(&m, "): not a live block of this heap (");
+	msg_str(&m, what);
+	msg_str(&m, ")");
+	msg_end(&m);
+	os_abort();
+}
+
 static _Noreturn void __attribute__((noinline, cold)) block_fault(const char *func, void *p)
 {
 	struct pa_span *s;
-	span_report(func, p, (enum pa_obj_fault)block_check(p, &s));
+	enum pa_obj_fault f = (enum pa_obj_fault)block_check(p, &s);
+	if (f == PA_OBJ_FOREIGN)
+		foreign_in_heap(func, p, s);
+	span_report(func, p, f);
 }
 
 static void free_sized_other(void *p, size_t size, const char *func);

@@ -49,6 +49,11 @@ static size_t stashes_drain(int all)
 
 /* The fault texts of src/span.c (fault_text), word for word. */
 #define FOREIGN "not a live block of this heap (foreign pointer, or freed already)"
+/* a pointer into the heap's own memory, on a page no span holds */
+#define FREE_PAGE                                                                                  \
+	"not a live block of this heap (on a free page of its own: a block freed already, or "     \
+	"never "                                                                                   \
+	"one)"
 #define INTERIOR "points inside a block, not at its start (interior pointer)"
 #define DOUBLE_FREE "block is already free (double free)"
 #define USE_AFTER_FREE "block is already free (use after free)"
@@ -386,14 +391,14 @@ static const struct fault_case cases[] = {
     {"small double free, after a cache overflow", small_double_free_after_a_cache_overflow, "free",
      DOUBLE_FREE},
     {"small double free, span back in the heap", small_double_free_after_its_span_went_back, "free",
-     FOREIGN},
+     FREE_PAGE},
     {"small double free, page released by the sweep",
      small_double_free_on_a_page_the_sweep_released, "free", DOUBLE_FREE},
     {"large double free, in the slots", large_double_free_in_the_threads_slots, "free",
      DOUBLE_FREE},
     {"large double free, in the large stash", large_double_free_while_stashed, "free", DOUBLE_FREE},
     {"large double free, pages back in the heap", large_double_free_after_its_pages_went_back,
-     "free", FOREIGN},
+     "free", FREE_PAGE},
     {"small interior pointer", small_interior_pointer, "free", INTERIOR},
     {"large interior pointer, first page", large_interior_pointer_on_its_first_page, "free",
      INTERIOR},
