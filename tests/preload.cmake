@@ -167,6 +167,8 @@ endforeach()
 #                           delete[], or deleted with a wrong size: one line,
 #                           every stack from the program's own frame
 add_executable(preload_guard_c ${PA_PT_DIR}/guard_overflow.c)
+# Its report symbolized (pagealloc run) names main's line: -O0 -g, every build type.
+target_compile_options(preload_guard_c PRIVATE -O0 -g)
 add_executable(preload_guard_cxx ${PA_PT_DIR}/guard_overflow.cc)
 pa_preload_test(preload_guard_c bash ${PA_PT_DIR}/guard.sh ${PA_PT_PRELOAD}
 	$<TARGET_FILE:preload_guard_c> 32)
