@@ -15,8 +15,12 @@ and, in guard_all mode, PAGEALLOC_CONF=guard_sample=1 (what `pagealloc run
                return 1 when they read stale data back)
   crash        a program that died of a signal with nothing on stderr, or a
                benign one that died of a signal
-  false-alarm  a benign program that said anything on stderr or exited
-               non-zero
+  false-alarm  a benign program with anything on stderr (the allocator
+               stopped or warned about correct code)
+  check-failed a benign program that exited non-zero with nothing said: its
+               own check of a property failed (calloc_overflow: errno ENOMEM;
+               uninitialized_read_*: a fresh block reads zero, which
+               hardened_malloc promises and the C standard does not)
   ok           a benign program that exited 0, stderr empty
 
 The misuse programs are the 30 that hardened_malloc's own test expects to
@@ -69,9 +73,11 @@ def outcome(misuse, code, stderr):
         if said and code != 0:
             return "caught"
         return "crash" if code < 0 else "missed"
+    if said:
+        return "false-alarm"
     if code < 0:
         return "crash"
-    return "ok" if code == 0 and not said else "false-alarm"
+    return "ok" if code == 0 else "check-failed"
 
 
 def main():
@@ -122,9 +128,10 @@ def main():
                 wrong.append("%s: %s, expected %s" % (name, end, exp))
     t = lambda kind, end: tally.get((kind, end), 0)
     print("misuse: %d of %d caught, %d missed, %d crashed; benign: %d of %d ok, %d false alarms,"
-          " %d crashed" % (t("misuse", "caught"), len(MISUSE), t("misuse", "missed"),
-                           t("misuse", "crash"), t("benign", "ok"), len(BENIGN),
-                           t("benign", "false-alarm"), t("benign", "crash")))
+          " %d crashed, %d failed their own check" % (
+              t("misuse", "caught"), len(MISUSE), t("misuse", "missed"), t("misuse", "crash"),
+              t("benign", "ok"), len(BENIGN), t("benign", "false-alarm"), t("benign", "crash"),
+              t("benign", "check-failed")))
     for w in wrong:
         print("misuse_suite: " + w, file=sys.stderr)
     return 1 if wrong else 0
