@@ -92,16 +92,35 @@ static void delete_array_sized(void *p, size_t size)
 }
 
 /* The std::align_val_t forms (an enum of size_t: passed as one) hold the
- * alignment too, on the slow path: the size's class for that alignment
- * (aligned_alloc_pow2's) must be the block's, and the block that aligned. */
+ * alignment too: the size's class for that alignment (block_class, as
+ * aligned_alloc_pow2 chose it) must be the block's, and the block that
+ * aligned. pa_free's fast checks first; free_sized_checked takes anything
+ * they do not pass, and names the fault. */
+static inline __attribute__((always_inline)) void
+delete_aligned_sized_as(void *p, size_t size, size_t align, const char *func)
+{
+	struct pa_tcache *tc = tcache_self;
+	struct pa_span *s;
+	size_t cls;
+	if (__builtin_expect(block_check_as(p, &s, tc, &cls, 1) >= 0 || cls == 0 ||
+	                         block_class(align, size) != cls ||
+	                         ((uintptr_t)p & (align - 1)) != 0 ||
+	                         tc->freed[cls] == tc->limit[cls],
+	                     0)) {
+		free_sized_checked(p, size, align, func, 1);
+		return;
+	}
+	free_block_as(tc, s, cls, p, 0, NULL);
+}
+
 static void delete_aligned_sized(void *p, size_t size, size_t align)
 {
-	free_sized_checked(p, size, align, "operator delete", 1);
+	delete_aligned_sized_as(p, size, align, "operator delete");
 }
 
 static void delete_array_aligned_sized(void *p, size_t size, size_t align)
 {
-	free_sized_checked(p, size, align, "operator delete[]", 1);
+	delete_aligned_sized_as(p, size, align, "operator delete[]");
 }
 
 /* operator delete(void *, size_t), delete[](void *, size_t), and both with
