@@ -91,9 +91,11 @@ static struct guard_slot *big_of(uintptr_t a)
 	    a >= __atomic_load_n(&big_hi, __ATOMIC_ACQUIRE))
 		return NULL;
 	unsigned n = __atomic_load_n(&big_ring.fresh, __ATOMIC_ACQUIRE);
-	for (unsigned i = 0; i < n; i++)
-		if (a - bigs[i].map < __atomic_load_n(&bigs[i].map_len, __ATOMIC_ACQUIRE))
+	for (unsigned i = 0; i < n; i++) {
+		size_t len = __atomic_load_n(&bigs[i].map_len, __ATOMIC_ACQUIRE); /* then map */
+		if (a - bigs[i].map < len)
 			return &bigs[i];
+	}
 	return NULL;
 }
 
@@ -540,19 +542,23 @@ void guard_check_live(void)
 {
 	if (__atomic_load_n(&guard_lo, __ATOMIC_ACQUIRE) == 0)
 		return;
+	/* Under guard_lock: a block another thread frees meanwhile is either
+	 * freed already (skipped) or still readable (guard_free protects its
+	 * pages only after marking it freed under the lock). */
+	lock_acquire(&guard_lock);
 	const struct guard_slot *tables[2] = {slots, bigs};
-	unsigned counts[2] = {__atomic_load_n(&ring.fresh, __ATOMIC_ACQUIRE),
-	                      __atomic_load_n(&big_ring.fresh, __ATOMIC_ACQUIRE)};
+	unsigned counts[2] = {ring.fresh, big_ring.fresh};
 	for (int t = 0; t < 2; t++) {
 		for (unsigned i = 0; i < counts[t]; i++) {
 			const struct guard_slot *r = &tables[t][i];
-			if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != GUARD_LIVE)
+			if (r->state != GUARD_LIVE)
 				continue;
 			uintptr_t broken = canary_broken(r);
 			if (broken != 0)
 				overflow_found(NULL, r, broken);
 		}
 	}
+	lock_release(&guard_lock);
 }
 
 __attribute__((destructor)) static void guard_fini(void)

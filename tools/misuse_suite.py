@@ -31,6 +31,7 @@ be the file's for the mode (lines "PROGRAM DEFAULT GUARD_ALL"), else exit 1.
 """
 import argparse
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -56,10 +57,15 @@ mallinfo2 malloc_info""".split()
 MODES = ("default", "guard_all")
 
 
+def no_core():
+    """In the child: no core file from the programs that abort."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
 def run_one(path, env, timeout):
     try:
         p = subprocess.run([path], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, timeout=timeout)
+                           stderr=subprocess.PIPE, timeout=timeout, preexec_fn=no_core)
     except subprocess.TimeoutExpired:
         return None, b"(timed out)"
     return p.returncode, p.stderr
