@@ -70,9 +70,12 @@
  * Off under memcheck (vg_active), as the heap profile is: memcheck would
  * see the pool as memory it never allocated.
  *
- * Locking: guard_lock for the records' states, the FIFO and the pool's
- * set-up; the stacks are captured outside it. guard_lo and guard_hi are
- * written once, under it, and read without it.
+ * Locking: guard_lock for the records' states, the two rings (slots, big
+ * records) and the pool's set-up; the stacks are captured outside it, and
+ * a big block's reservation is made and unmapped outside it. guard_lo and
+ * guard_hi are written once, under it; big_lo, big_hi, the big ring's count
+ * of records used and each big record's length are published (release)
+ * under or after it: all are read without it (the handler, guard_owns).
  */
 #ifndef PA_GUARD_H
 #define PA_GUARD_H
