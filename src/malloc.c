@@ -788,7 +788,8 @@ static int sized_ok(const struct pa_span *s, size_t size, size_t align, int exac
  * passed, the block's and the sizes its class (or page count) holds; for a
  * guarded block (`guarded`, s NULL) its exact size and allocation stack. */
 static _Noreturn void __attribute__((noinline, cold))
-sized_fault(const char *func, void *p, size_t size, const struct pa_span *s, size_t guarded)
+sized_fault(const char *func, void *p, size_t size, size_t align, const struct pa_span *s,
+            size_t guarded)
 {
 	struct pa_msg m;
 	msg_begin(&m);
@@ -818,7 +819,16 @@ sized_fault(const char *func, void *p, size_t size, const struct pa_span *s, siz
 		msg_str(&m, "size class ");
 		msg_uint(&m, cls);
 		msg_str(&m, ", which holds ");
-		msg_uint(&m, pa_sc_sizes.lo[cls]);
+		/* For an alignment past 16 the class holds the sizes above the
+		 * class below it whose size is a multiple of the alignment. */
+		size_t lo = pa_sc_sizes.lo[cls];
+		if (align > 16) {
+			unsigned c = cls - 1;
+			while (c > 0 && pa_sizeclasses[c].size % align != 0)
+				c--;
+			lo = c > 0 ? pa_sizeclasses[c].size + 1 : 0;
+		}
+		msg_uint(&m, lo);
 		msg_str(&m, " to ");
 		msg_uint(&m, pa_sizeclasses[cls].size);
 	} else {
@@ -846,14 +856,14 @@ static void free_sized_checked(void *p, size_t size, size_t align, const char *f
 			block_fault(func, p);
 		size_t n = guard_size(func, p);
 		if (size != n)
-			sized_fault(func, p, size, NULL, n);
+			sized_fault(func, p, size, align, NULL, n);
 		if (align != 0 && ((uintptr_t)p & (align - 1)) != 0)
 			span_report(func, p, PA_OBJ_BAD_ALIGN);
 		guard_free_counted(func, p);
 		return;
 	}
 	if (!sized_ok(s, size, align, exact))
-		sized_fault(func, p, size, s, 0);
+		sized_fault(func, p, size, align, s, 0);
 	if (align != 0 && ((uintptr_t)p & (align - 1)) != 0)
 		span_report(func, p, PA_OBJ_BAD_ALIGN);
 	free_checked(s, p, func);
