@@ -70,6 +70,7 @@ static void scav_config_from_conf(struct pa_scav_config *c)
 	c->delay_ms = (unsigned)__atomic_load_n(&pa_conf.scavenge_delay_ms, __ATOMIC_RELAXED);
 	c->burst_percent =
 	    (unsigned)__atomic_load_n(&pa_conf.scavenge_burst_percent, __ATOMIC_RELAXED);
+	c->thp = (unsigned)__atomic_load_n(&pa_conf.thp, __ATOMIC_RELAXED);
 }
 
 /* The heaps' frees and growths: pages_background reads them at every call

@@ -176,6 +176,7 @@ struct cand_case {
 	int force;
 	unsigned hp_pages, max_pages;
 	unsigned want_start, want_n; /* want_n == 0: no candidate */
+	unsigned split;              /* huge pages that may be split (not backed whole); 0: none */
 };
 
 #define ALL PA_CHUNK_PAGES
@@ -184,48 +185,58 @@ struct cand_case {
 /* clang-format off */
 static const struct cand_case cand_cases[] = {
     /* Go's edge classes, with 8 KiB heap pages (min = 1). */
-    {"all_free_is_one_run", {{0}}, {{0}}, 0, 0, ALL, 0, ALL},
-    {"all_scavenged_has_none", {{0}}, {{0, ALL}}, 0, 0, ALL, 0, 0},
-    {"none_free_has_none", {{0, ALL}}, {{0}}, 0, 0, ALL, 0, 0},
-    {"free_page_0_at_chunk_bottom", {{1, ALL - 1}}, {{0}}, 0, 0, ALL, 0, 1},
-    {"free_page_511_at_chunk_top", {{0, ALL - 1}}, {{0}}, 0, 0, ALL, ALL - 1, 1},
-    {"pages_0_and_511_free_takes_the_top", {{1, ALL - 2}}, {{0}}, 0, 0, ALL, ALL - 1, 1},
-    {"one_free_page", {{0, 40}, {41, ALL - 41}}, {{0}}, 0, 0, ALL, 40, 1},
-    {"one_free_page_already_scavenged", {{0, 40}, {41, ALL - 41}}, {{40, 1}}, 0, 0, ALL, 0, 0},
-    {"mixed_scavenged_and_resident_pair", {{0, 40}, {42, ALL - 42}}, {{40, 1}}, 0, 0, ALL, 41, 1},
-    {"multi_skips_scavenged_top_page", {{0, 63}, {65, 20}, {87, ALL - 87}}, {{86, 1}}, 0, 0, ALL, 85, 1},
-    {"bottom_edge_64_with_full", {{64, 64}, {131, ALL - 131}}, {{1, 10}}, 0, 0, 3, 128, 3},
-    {"bottom_edge_64_with_pocket", {{64, 62}, {127, 1}, {131, ALL - 131}}, {{1, 10}}, 0, 0, 3, 128, 3},
+    {"all_free_is_one_run", {{0}}, {{0}}, 0, 0, ALL, 0, ALL, 0},
+    {"all_scavenged_has_none", {{0}}, {{0, ALL}}, 0, 0, ALL, 0, 0, 0},
+    {"none_free_has_none", {{0, ALL}}, {{0}}, 0, 0, ALL, 0, 0, 0},
+    {"free_page_0_at_chunk_bottom", {{1, ALL - 1}}, {{0}}, 0, 0, ALL, 0, 1, 0},
+    {"free_page_511_at_chunk_top", {{0, ALL - 1}}, {{0}}, 0, 0, ALL, ALL - 1, 1, 0},
+    {"pages_0_and_511_free_takes_the_top", {{1, ALL - 2}}, {{0}}, 0, 0, ALL, ALL - 1, 1, 0},
+    {"one_free_page", {{0, 40}, {41, ALL - 41}}, {{0}}, 0, 0, ALL, 40, 1, 0},
+    {"one_free_page_already_scavenged", {{0, 40}, {41, ALL - 41}}, {{40, 1}}, 0, 0, ALL, 0, 0, 0},
+    {"mixed_scavenged_and_resident_pair", {{0, 40}, {42, ALL - 42}}, {{40, 1}}, 0, 0, ALL, 41, 1, 0},
+    {"multi_skips_scavenged_top_page", {{0, 63}, {65, 20}, {87, ALL - 87}}, {{86, 1}}, 0, 0, ALL, 85, 1, 0},
+    {"bottom_edge_64_with_full", {{64, 64}, {131, ALL - 131}}, {{1, 10}}, 0, 0, 3, 128, 3, 0},
+    {"bottom_edge_64_with_pocket", {{64, 62}, {127, 1}, {131, ALL - 131}}, {{1, 10}}, 0, 0, 3, 128, 3, 0},
     /* Runs and words. */
-    {"run_straddles_a_64_page_word", {{0, 60}, {70, ALL - 70}}, {{0}}, 0, 0, ALL, 60, 10},
-    {"run_spans_whole_words", {{0, 10}, {300, ALL - 300}}, {{0}}, 0, 0, ALL, 10, 290},
-    {"run_below_a_full_top_word", {{448, 64}}, {{0}}, 0, 0, ALL, 0, 448},
-    {"run_stops_at_a_scavenged_page", {{0}}, {{100, 1}}, 0, 0, ALL, 101, ALL - 101},
-    {"run_below_a_scavenged_top", {{0}}, {{500, 12}}, 0, 0, ALL, 0, 500},
+    {"run_straddles_a_64_page_word", {{0, 60}, {70, ALL - 70}}, {{0}}, 0, 0, ALL, 60, 10, 0},
+    {"run_spans_whole_words", {{0, 10}, {300, ALL - 300}}, {{0}}, 0, 0, ALL, 10, 290, 0},
+    {"run_below_a_full_top_word", {{448, 64}}, {{0}}, 0, 0, ALL, 0, 448, 0},
+    {"run_stops_at_a_scavenged_page", {{0}}, {{100, 1}}, 0, 0, ALL, 101, ALL - 101, 0},
+    {"run_below_a_scavenged_top", {{0}}, {{500, 12}}, 0, 0, ALL, 0, 500, 0},
     /* max_pages trims from the top: the highest pages go first. */
-    {"run_trimmed_from_the_top_by_max", {{0, 10}, {300, ALL - 300}}, {{0}}, 0, 0, 100, 200, 100},
-    {"run_exactly_max_long", {{0, 60}, {70, ALL - 70}}, {{0}}, 0, 0, 10, 60, 10},
-    {"run_one_longer_than_max", {{0, 60}, {70, ALL - 70}}, {{0}}, 0, 0, 9, 61, 9},
-    {"whole_chunk_trimmed_to_half", {{0}}, {{0}}, 0, 0, 256, 256, 256},
-    {"whole_chunk_trimmed_to_one_page", {{0}}, {{0}}, 0, 0, 1, ALL - 1, 1},
-    {"force_without_huge_pages_is_the_same", {{0, 60}, {70, ALL - 70}}, {{0}}, 1, 0, ALL, 60, 10},
+    {"run_trimmed_from_the_top_by_max", {{0, 10}, {300, ALL - 300}}, {{0}}, 0, 0, 100, 200, 100, 0},
+    {"run_exactly_max_long", {{0, 60}, {70, ALL - 70}}, {{0}}, 0, 0, 10, 60, 10, 0},
+    {"run_one_longer_than_max", {{0, 60}, {70, ALL - 70}}, {{0}}, 0, 0, 9, 61, 9, 0},
+    {"whole_chunk_trimmed_to_half", {{0}}, {{0}}, 0, 0, 256, 256, 256, 0},
+    {"whole_chunk_trimmed_to_one_page", {{0}}, {{0}}, 0, 0, 1, ALL - 1, 1, 0},
+    {"force_without_huge_pages_is_the_same", {{0, 60}, {70, ALL - 70}}, {{0}}, 1, 0, ALL, 60, 10, 0},
     /* Huge pages (256 heap pages), background policy: whole free huge pages only. */
-    {"hp_all_free_takes_the_top_huge_page", {{0}}, {{0}}, 0, HP, ALL, HP, HP},
-    {"hp_whole_huge_page_even_if_max_is_one", {{0}}, {{0}}, 0, HP, 1, HP, HP},
-    {"hp_preserve_top", {{0, HP}}, {{0}}, 0, HP, 1, HP, HP},
-    {"hp_preserve_bottom", {{HP + 2, ALL - HP - 2}}, {{0}}, 0, HP, 3, 0, HP},
-    {"hp_partly_scavenged_is_returned_whole", {{0}}, {{300, 100}}, 0, HP, ALL, HP, HP},
-    {"hp_one_resident_page_left_is_returned_whole", {{0}}, {{HP, HP - 1}}, 0, HP, ALL, HP, HP},
-    {"hp_fully_scavenged_top_is_skipped", {{0}}, {{HP, HP}}, 0, HP, ALL, 0, HP},
-    {"hp_both_scavenged_has_none", {{0}}, {{0, ALL}}, 0, HP, ALL, 0, 0},
-    {"hp_one_allocated_top_page_skips_the_huge_page", {{ALL - 1, 1}}, {{0}}, 0, HP, ALL, 0, HP},
-    {"hp_one_allocated_bottom_page_skips_the_huge_page", {{HP, 1}}, {{0}}, 0, HP, ALL, 0, HP},
-    {"hp_every_huge_page_in_use_has_none", {{0, 1}, {ALL - 1, 1}}, {{0}}, 0, HP, ALL, 0, 0},
-    {"hp_run_crossing_huge_pages_is_skipped", {{0, 100}, {400, 112}}, {{0}}, 0, HP, ALL, 0, 0},
+    {"hp_all_free_takes_the_top_huge_page", {{0}}, {{0}}, 0, HP, ALL, HP, HP, 0},
+    {"hp_whole_huge_page_even_if_max_is_one", {{0}}, {{0}}, 0, HP, 1, HP, HP, 0},
+    {"hp_preserve_top", {{0, HP}}, {{0}}, 0, HP, 1, HP, HP, 0},
+    {"hp_preserve_bottom", {{HP + 2, ALL - HP - 2}}, {{0}}, 0, HP, 3, 0, HP, 0},
+    {"hp_partly_scavenged_is_returned_whole", {{0}}, {{300, 100}}, 0, HP, ALL, HP, HP, 0},
+    {"hp_one_resident_page_left_is_returned_whole", {{0}}, {{HP, HP - 1}}, 0, HP, ALL, HP, HP, 0},
+    {"hp_fully_scavenged_top_is_skipped", {{0}}, {{HP, HP}}, 0, HP, ALL, 0, HP, 0},
+    {"hp_both_scavenged_has_none", {{0}}, {{0, ALL}}, 0, HP, ALL, 0, 0, 0},
+    {"hp_one_allocated_top_page_skips_the_huge_page", {{ALL - 1, 1}}, {{0}}, 0, HP, ALL, 0, HP, 0},
+    {"hp_one_allocated_bottom_page_skips_the_huge_page", {{HP, 1}}, {{0}}, 0, HP, ALL, 0, HP, 0},
+    {"hp_every_huge_page_in_use_has_none", {{0, 1}, {ALL - 1, 1}}, {{0}}, 0, HP, ALL, 0, 0, 0},
+    {"hp_run_crossing_huge_pages_is_skipped", {{0, 100}, {400, 112}}, {{0}}, 0, HP, ALL, 0, 0, 0},
     /* Force (memory limit, pa_scavenge): any free run, huge pages split. */
-    {"hp_force_takes_the_highest_free_run", {{0, 1}, {ALL - 1, 1}}, {{0}}, 1, HP, ALL, 1, ALL - 2},
-    {"hp_force_trimmed_by_max_splits_huge_pages", {{ALL - 1, 1}}, {{0}}, 1, HP, HP, HP - 1, HP},
-    {"hp_force_run_above_scavenged_pages", {{ALL - 1, 1}}, {{400, 10}}, 1, HP, ALL, 410, 101},
+    {"hp_force_takes_the_highest_free_run", {{0, 1}, {ALL - 1, 1}}, {{0}}, 1, HP, ALL, 1, ALL - 2, 0},
+    {"hp_force_trimmed_by_max_splits_huge_pages", {{ALL - 1, 1}}, {{0}}, 1, HP, HP, HP - 1, HP, 0},
+    {"hp_force_run_above_scavenged_pages", {{ALL - 1, 1}}, {{400, 10}}, 1, HP, ALL, 410, 101, 0},
+    /* Only some huge pages backed whole (collapsed; THP "madvise"): a
+     * whole free huge page first, wherever it is, then runs of the others,
+     * each within its own huge page. */
+    {"split_highest_run_when_no_huge_page_is_whole", {{0, 10}, {ALL - 1, 1}}, {{0}}, 0, HP, ALL, HP, HP - 1, 3},
+    {"split_whole_free_low_huge_page_before_the_high_runs", {{ALL - 1, 1}}, {{0}}, 0, HP, ALL, 0, HP, 3},
+    {"split_high_run_of_a_huge_page_that_may_split", {{0, 10}, {ALL - 1, 1}}, {{0}}, 0, HP, ALL, HP, HP - 1, 2},
+    {"split_kept_high_huge_page_leaves_the_low_run", {{0, 10}, {ALL - 1, 1}}, {{0}}, 0, HP, ALL, 10, HP - 10, 1},
+    {"split_kept_low_huge_page_and_no_other_has_none", {{0, 10}, {HP, HP}}, {{0}}, 0, HP, ALL, 0, 0, 2},
+    {"split_run_stops_at_the_huge_page_edge", {{0, 100}, {ALL - 1, 1}}, {{0}}, 0, HP, ALL, 100, HP - 100, 1},
+    {"split_run_trimmed_by_max_from_the_top", {{0, 10}, {HP, HP}}, {{0}}, 0, HP, 20, HP - 20, 20, 1},
 };
 /* clang-format on */
 
@@ -244,7 +255,8 @@ static void candidate_case(void **state)
 	for (unsigned w = 0; w < PA_CHUNK_WORDS; w++)
 		c.scav[w] &= ~c.alloc[w];
 	unsigned start = 12345;
-	unsigned n = chunk_scav_candidate(&c, k->force, k->hp_pages, k->max_pages, &start);
+	unsigned n =
+	    chunk_scav_candidate(&c, k->force, k->hp_pages, ~k->split, k->max_pages, &start);
 	assert_int_equal(n, k->want_n);
 	if (k->want_n != 0)
 		assert_int_equal(start, k->want_start);
@@ -530,6 +542,7 @@ static void step_takes_a_whole_free_huge_page_and_skips_one_in_use(void **state)
 {
 	struct fixture *f = *state;
 	f->s.hp_pages = HP;
+	f->s.thp_kernel_always = 1;
 	/* Low huge page: 100 pages already released, the rest resident, all
 	 * free. High huge page: its top page allocated. */
 	static const struct chunk_spec one[] = {{CHUNK(BASE, 0), 0, {{ALL - 1, 1}}, {{0, 100}}}};
@@ -568,6 +581,7 @@ static void shrinking_step_splits_huge_pages_of_a_sparse_chunk(void **state)
 {
 	struct fixture *f = *state;
 	f->s.hp_pages = HP;
+	f->s.thp_kernel_always = 1;
 	static const struct chunk_spec two[] = {
 	    {CHUNK(BASE, 0), 0, {{ALL - 1, 1}}, {{0, 0}}},
 	    {CHUNK(BASE, 1), 0, {{ALL - 1, 1}}, {{0, 0}}},
@@ -581,6 +595,7 @@ static void shrinking_step_splits_huge_pages_of_a_sparse_chunk(void **state)
 	    .enabled = 0, .percent = 1, .delay_ms = 0, .burst_percent = 10};
 	scav_configure(&f->s, &conf);
 	f->s.hp_pages = HP;
+	f->s.thp_kernel_always = 1;
 	assert_int_equal(scav_step(&f->s, 0), 255); /* pages 256..510 */
 	for (unsigned w = 0; w < PA_CHUNK_WORDS; w++)
 		assert_int_equal(hi->scav[w],
@@ -605,6 +620,7 @@ static void shrinking_step_leaves_huge_pages_of_a_dense_chunk_whole(void **state
 	    .enabled = 0, .percent = 1, .delay_ms = 0, .burst_percent = 10};
 	scav_configure(&f->s, &conf);
 	f->s.hp_pages = HP;
+	f->s.thp_kernel_always = 1;
 	static const struct chunk_spec three[] = {
 	    {CHUNK(BASE, 0), 0, {{0, ALL - 16}}, {{0, 0}}},
 	    {CHUNK(BASE, 1), 0, {{0, 0}}, {{0, 0}}},
