@@ -468,6 +468,10 @@ int pa_stats(struct pa_stats *out)
 		out->grow_failures += h->grow_failures;
 		out->memory_limit_hard += h->hard_limit_pages * PA_PAGE_SIZE;
 		out->hard_limit_refusals += h->hard_limit_refusals;
+		out->huge_bytes += h->huge_pages * h->hp_pages * PA_PAGE_SIZE;
+		out->huge_collapses += h->huge_collapses;
+		out->huge_splits += h->huge_splits;
+		out->huge_freed += h->huge_freed;
 		lock_release(&h->lock);
 		struct pa_pagecache_stats cs;
 		pagecache_stats(&node_caches[i], &cs);
@@ -488,6 +492,8 @@ int pa_stats(struct pa_stats *out)
 	out->scavenger_cpu_ns = __atomic_load_n(&default_scav.cpu_ns, __ATOMIC_RELAXED);
 	out->memory_limit = __atomic_load_n(&default_scav.conf.memory_limit, __ATOMIC_RELAXED);
 	out->limit_overruns = __atomic_load_n(&default_scav.limit_overruns, __ATOMIC_RELAXED);
+	out->thp_state = __atomic_load_n(&default_scav.thp_state, __ATOMIC_RELAXED);
+	out->collapse_failures = __atomic_load_n(&default_scav.collapse_failures, __ATOMIC_RELAXED);
 	return 0;
 }
 

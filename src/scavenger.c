@@ -241,15 +241,6 @@ size_t scav_release(struct pa_scavenger *s, size_t bytes, int force)
 
 /* ---- huge pages ------------------------------------------------------------ */
 
-const char *scav_thp_state_name(int state)
-{
-	static const char *const names[] = {
-	    "not started", "off (thp=off)", "none: the machine's THP is \"never\"",
-	    "collapse",    "hint",          "none: no MADV_COLLAPSE, and defrag would stall faults",
-	};
-	return state >= 0 && state < (int)(sizeof(names) / sizeof(names[0])) ? names[state] : "?";
-}
-
 /* What s may do about huge pages under configuration thp on the machine. */
 static int thp_state_of(const struct os_thp *m, unsigned thp, int has_collapse)
 {

@@ -48,7 +48,7 @@ struct pa_scav_config {
 enum pa_thp_conf { PA_THP_OFF, PA_THP_AUTO, PA_THP_ALWAYS };
 
 /* What the scavenger does about huge pages, as found when its thread
- * started (the story and the stats say it in words: scav_thp_state_name). */
+ * started (pa_stats' thp_state; the story says it in words). */
 enum pa_thp_state {
 	PA_THP_STATE_UNKNOWN,  /* the thread has not started */
 	PA_THP_STATE_OFF,      /* thp=off */
@@ -58,7 +58,6 @@ enum pa_thp_state {
 	                        * (defrag cannot stall a fault), khugepaged backs them */
 	PA_THP_STATE_UNUSABLE, /* no MADV_COLLAPSE, and defrag would stall faults */
 };
-const char *scav_thp_state_name(int state);
 
 /* Page heaps one scavenger paces over at most: a NUMA machine's nodes'. */
 #define PA_SCAV_MAX_HEAPS 8u

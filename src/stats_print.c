@@ -418,6 +418,54 @@ static void print_numa(struct out *o)
 	}
 }
 
+/* Huge pages: the configuration, the machine's mode, what the scavenger did
+ * (pa_stats' thp_state) and the kernel's own count beside ours. */
+static void print_huge(struct out *o, const struct pa_stats *s)
+{
+	static const char *const conf_names[] = {"off", "auto", "always"};
+	static const char *const machine_names[] = {"never", "madvise", "always"};
+	static const char *const doing[] = {
+	    "not yet (the scavenger thread has not started)",
+	    "nothing (thp=off)",
+	    "nothing: the machine's transparent huge pages are \"never\"; the heap runs on "
+	    "4 KiB pages",
+	    "collapsing dense 2 MiB regions from the scavenger thread (MADV_COLLAPSE)",
+	    "asking for huge pages on dense 2 MiB regions (MADV_HUGEPAGE; this kernel has no "
+	    "MADV_COLLAPSE)",
+	    "nothing: this kernel has no MADV_COLLAPSE and its THP defrag setting would stall "
+	    "page faults",
+	};
+	struct os_thp m;
+	os_thp_read(&m);
+	size_t conf = __atomic_load_n(&pa_conf.thp, __ATOMIC_RELAXED);
+	out_str(o, "huge pages\n");
+	out_row(o, "mode");
+	out_str(o, "thp=");
+	out_str(o, conf < 3 ? conf_names[conf] : "?");
+	out_str(o, "; the machine's THP: ");
+	out_str(o, machine_names[m.mode]);
+	out_str(o, "\n");
+	out_row(o, "doing");
+	out_str(o, s->thp_state >= 0 && s->thp_state < 6 ? doing[s->thp_state] : "?");
+	out_str(o, "\n");
+	out_row(o, "backed");
+	out_mib(o, s->huge_bytes);
+	out_str(o, " of the heap (");
+	out_pct(o, s->huge_bytes, s->heap_mapped - s->heap_released);
+	out_str(o, " of its resident pages); the kernel's AnonHugePages ");
+	out_mib(o, os_anon_huge_bytes());
+	out_str(o, " (the whole process)\n");
+	out_row(o, "events");
+	out_uint(o, s->huge_collapses);
+	out_str(o, " collapses, ");
+	out_uint(o, s->huge_splits);
+	out_str(o, " split, ");
+	out_uint(o, s->huge_freed);
+	out_str(o, " released whole, ");
+	out_uint(o, s->collapse_failures);
+	out_str(o, " collapses refused\n");
+}
+
 static void print_pages(struct out *o, const struct pa_stats *s, uint64_t lifetime_ns)
 {
 	out_str(o, "per-CPU page caches (");
@@ -478,6 +526,7 @@ static void print_pages(struct out *o, const struct pa_stats *s, uint64_t lifeti
 		out_uint(o, s->hard_limit_refusals);
 		out_str(o, " growths refused\n");
 	}
+	print_huge(o, s);
 }
 
 /* What RSS is made of, as far as the heap can tell. */

@@ -64,8 +64,8 @@ static int cmp_u32(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	struct wl_param params[] = {
-	    {"heap_mib", 1024, 64}, {"size", 64, 64},    {"steps", 30e6, 1e6},
-	    {"settle_s", 5, 1},     {"order", 0, 0},     {"seed", 1, 1},
+	    {"heap_mib", 1024, 64}, {"size", 64, 64}, {"steps", 30e6, 1e6},
+	    {"settle_s", 5, 1},     {"order", 0, 0},  {"seed", 1, 1},
 	};
 	wl_parse(argc, argv, "wl-chase", params, sizeof(params) / sizeof(params[0]));
 	size_t heap = (size_t)params[0].value << 20, size = (size_t)params[1].value;
