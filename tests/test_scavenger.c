@@ -36,6 +36,8 @@
 
 #include "bits.h"
 #include "chunk.h"
+#include "config.h"
+#include "pagealloc.h"
 #include "pageheap.h"
 #include "scavenger.h"
 
@@ -784,6 +786,108 @@ static void limit_counts_the_resident_pages_of_both_heaps(void **state)
 	two_heaps_destroy(&t);
 }
 
+/* ---- huge pages: what the scavenger collapses, and what it keeps whole ----- */
+
+/* The machine and configuration set by hand (scav_thp_setup would ask the
+ * kernel): 2 MiB huge pages in "madvise" mode, thp=auto, MADV_COLLAPSE. On a
+ * metadata-only heap a collapse flips the chunk's huge bit, no madvise. */
+static void thp_by_hand(struct fixture *f, unsigned thp)
+{
+	f->s.hp_pages = HP;
+	f->s.thp_kernel_always = 0;
+	f->s.thp_state = PA_THP_STATE_COLLAPSE;
+	f->s.conf.thp = thp;
+	f->s.collapse_cursor[0] = SIZE_MAX;
+	f->h.hp_pages = HP;
+}
+
+/* Chunk 0 wholly in use (two dense huge pages); chunk 1: its low huge page
+ * one page short of 15/16 in use, its high one in use but for one released
+ * page; chunk 2: its high huge page exactly 15/16 in use (the 16 pages
+ * above free and resident), its low one free and resident. */
+static const struct chunk_spec dense_heap[] = {
+    {CHUNK(BASE, 0), 0, {{0, ALL}}, {{0}}},
+    {CHUNK(BASE, 1), 0, {{0, HP * 15 / 16 - 1}, {HP, HP - 1}}, {{ALL - 1, 1}}},
+    {CHUNK(BASE, 2), 0, {{HP, HP * 15 / 16}}, {{0}}},
+};
+
+static void collapse_takes_dense_huge_pages_highest_chunk_first(void **state)
+{
+	struct fixture *f = *state;
+	build(&f->h, dense_heap, 3);
+	thp_by_hand(f, PA_THP_OFF);
+	assert_int_equal(scav_collapse_step(&f->s), 0); /* thp=off: nothing */
+	thp_by_hand(f, PA_THP_AUTO);
+	/* The top chunk's dense huge page, then (chunk 1 has none) both of
+	 * chunk 0's in one step; then the pass is over, and the next finds
+	 * nothing new. */
+	assert_int_equal(scav_collapse_step(&f->s), 1);
+	assert_int_equal(pageheap_chunk(&f->h, CHUNK(BASE, 2))->huge, 2);
+	assert_int_equal(f->h.huge_pages, 1);
+	assert_int_equal(scav_collapse_step(&f->s), 2);
+	assert_int_equal(pageheap_chunk(&f->h, CHUNK(BASE, 0))->huge, 3);
+	assert_int_equal(pageheap_chunk(&f->h, CHUNK(BASE, 1))->huge, 0);
+	assert_int_equal(f->s.collapse_cursor[0], CHUNK(BASE, 0) >> PA_CHUNK_SHIFT);
+	assert_int_equal(scav_collapse_step(&f->s), 0);
+	assert_int_equal(f->s.collapse_cursor[0], SIZE_MAX);
+	assert_int_equal(scav_collapse_step(&f->s), 0);
+	assert_int_equal(f->h.huge_pages, 3);
+	assert_int_equal(f->h.huge_collapses, 3);
+	assert_int_equal(f->h.huge_splits + f->h.huge_freed, 0);
+	assert_int_equal(pageheap_verify(&f->h), 0);
+}
+
+static void background_keeps_collapsed_huge_pages_whole_until_freed_whole(void **state)
+{
+	struct fixture *f = *state;
+	build(&f->h, dense_heap, 3);
+	thp_by_hand(f, PA_THP_AUTO);
+	while (scav_collapse_step(&f->s) != 0)
+		;
+	struct pa_chunk *c2 = pageheap_chunk(&f->h, CHUNK(BASE, 2));
+	struct pa_chunk *c1 = pageheap_chunk(&f->h, CHUNK(BASE, 1));
+	/* Chunk 2's whole free huge page goes first; its collapsed one keeps
+	 * its 16 free pages; chunk 1's low huge page (not collapsed) gives its
+	 * 17 free pages, its high one has none resident. */
+	assert_int_equal(scav_step(&f->s, 0), HP);
+	for (unsigned w = 0; w < PA_CHUNK_WORDS; w++)
+		assert_int_equal(c2->scav[w], w < 4 ? ~(uint64_t)0 : 0);
+	assert_int_equal(scav_step(&f->s, 0), 17);
+	assert_int_equal(c1->scav[3], ~(uint64_t)0 << (HP * 15 / 16 - 1 - 192));
+	assert_int_equal(scav_step(&f->s, 0), 0);
+	assert_int_equal(f->h.huge_pages, 3);
+	assert_int_equal(f->h.huge_splits, 0);
+	/* An explicit release splits chunk 2's. */
+	assert_int_equal(scav_release(&f->s, 0, 1), 16 * PA_PAGE_SIZE);
+	assert_int_equal(c2->huge, 0);
+	assert_int_equal(f->h.huge_splits, 1);
+	assert_int_equal(f->h.huge_pages, 2);
+	/* Chunk 0's high huge page freed whole: released whole, not split. */
+	pageheap_free(&f->h, PAGE(CHUNK(BASE, 0), HP), HP);
+	assert_int_equal(scav_step(&f->s, 0), HP);
+	assert_int_equal(pageheap_chunk(&f->h, CHUNK(BASE, 0))->huge, 1);
+	assert_int_equal(f->h.huge_freed, 1);
+	assert_int_equal(f->h.huge_splits, 1);
+	assert_int_equal(f->h.huge_pages, 1);
+	assert_int_equal(pageheap_verify(&f->h), 0);
+}
+
+/* The thp= key: its three words, and nothing else. */
+static void thp_key_parses_off_auto_always(void **state)
+{
+	(void)state;
+	assert_int_equal(pa_conf.thp, PA_THP_AUTO); /* the default */
+	assert_int_equal(pa_config_set("thp", "always"), 0);
+	assert_int_equal(pa_conf.thp, PA_THP_ALWAYS);
+	assert_int_equal(pa_config_set("thp", "off"), 0);
+	assert_int_equal(pa_conf.thp, PA_THP_OFF);
+	assert_int_equal(pa_config_set("thp", "madvise"), -1);
+	assert_int_equal(pa_config_set("thp", ""), -1);
+	assert_int_equal(pa_conf.thp, PA_THP_OFF);
+	assert_int_equal(pa_config("thp=auto,thp=never"), 1);
+	assert_int_equal(pa_conf.thp, PA_THP_AUTO);
+}
+
 int main(void)
 {
 	static struct CMUnitTest cand_tests[NCAND];
@@ -819,6 +923,11 @@ int main(void)
 	    cmocka_unit_test(step_takes_the_heaps_in_turn),
 	    cmocka_unit_test(release_takes_the_highest_heap_first_then_the_next),
 	    cmocka_unit_test(limit_counts_the_resident_pages_of_both_heaps),
+	    cmocka_unit_test_setup_teardown(collapse_takes_dense_huge_pages_highest_chunk_first,
+	                                    setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        background_keeps_collapsed_huge_pages_whole_until_freed_whole, setup, teardown),
+	    cmocka_unit_test(thp_key_parses_off_auto_always),
 	};
 	int failed = cmocka_run_group_tests_name("chunk_scav_candidate", cand_tests, NULL, NULL);
 	failed += cmocka_run_group_tests_name("scavenger", tests, NULL, NULL);
