@@ -645,6 +645,10 @@ int pages_chunk_view(uintptr_t from, struct pages_chunk_view *v)
 			memcpy(v->alloc, c->alloc, sizeof(v->alloc));
 			memcpy(v->scav, c->scav, sizeof(v->scav));
 			memset(v->cached, 0, sizeof(v->cached));
+			memset(v->huge, 0, sizeof(v->huge));
+			for (unsigned k = 0; h->hp_pages != 0 && c->huge >> k != 0; k++)
+				if (c->huge >> k & 1)
+					bits_set_range(v->huge, k * h->hp_pages, h->hp_pages);
 			pagecache_held_locked(&node_caches[n], v->base, v->cached);
 			found = 1;
 		}
