@@ -493,6 +493,9 @@ int pa_stats(struct pa_stats *out)
 	out->memory_limit = __atomic_load_n(&default_scav.conf.memory_limit, __ATOMIC_RELAXED);
 	out->limit_overruns = __atomic_load_n(&default_scav.limit_overruns, __ATOMIC_RELAXED);
 	out->thp_state = __atomic_load_n(&default_scav.thp_state, __ATOMIC_RELAXED);
+	if (out->thp_state != PA_THP_STATE_UNKNOWN &&
+	    __atomic_load_n(&pa_conf.thp, __ATOMIC_RELAXED) == PA_THP_OFF)
+		out->thp_state = PA_THP_STATE_OFF;
 	out->collapse_failures = __atomic_load_n(&default_scav.collapse_failures, __ATOMIC_RELAXED);
 	return 0;
 }

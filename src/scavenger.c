@@ -241,11 +241,10 @@ size_t scav_release(struct pa_scavenger *s, size_t bytes, int force)
 
 /* ---- huge pages ------------------------------------------------------------ */
 
-/* What s may do about huge pages under configuration thp on the machine. */
-static int thp_state_of(const struct os_thp *m, unsigned thp, int has_collapse)
+/* What the scavenger may do about huge pages on the machine (thp=off is
+ * checked at each step: the key may change live). */
+static int thp_state_of(const struct os_thp *m, int has_collapse)
 {
-	if (thp == PA_THP_OFF)
-		return PA_THP_STATE_OFF;
 	if (m->mode == OS_THP_NEVER || m->bytes < PA_PAGE_SIZE)
 		return PA_THP_STATE_NEVER;
 	if (has_collapse)
@@ -255,13 +254,12 @@ static int thp_state_of(const struct os_thp *m, unsigned thp, int has_collapse)
 
 void scav_thp_setup(struct pa_scavenger *s, const struct os_thp *machine)
 {
-	unsigned thp = __atomic_load_n(&s->conf.thp, __ATOMIC_RELAXED);
 	s->hp_pages = machine->mode == OS_THP_NEVER ? 0 : (unsigned)(machine->bytes / PA_PAGE_SIZE);
 	s->thp_kernel_always = machine->mode == OS_THP_ALWAYS;
 	/* Whether the kernel knows MADV_COLLAPSE: EINVAL on an empty range
 	 * means not (a kernel that has it accepts a zero length). */
 	int has_collapse = os_collapse(NULL, 0) == 0;
-	__atomic_store_n(&s->thp_state, thp_state_of(machine, thp, has_collapse), __ATOMIC_RELAXED);
+	__atomic_store_n(&s->thp_state, thp_state_of(machine, has_collapse), __ATOMIC_RELAXED);
 	for (unsigned i = 0; i < s->nheaps; i++) {
 		lock_acquire(&s->heaps[i]->lock);
 		s->heaps[i]->hp_pages = s->hp_pages;

@@ -51,7 +51,8 @@ enum pa_thp_conf { PA_THP_OFF, PA_THP_AUTO, PA_THP_ALWAYS };
  * started (pa_stats' thp_state; the story says it in words). */
 enum pa_thp_state {
 	PA_THP_STATE_UNKNOWN,  /* the thread has not started */
-	PA_THP_STATE_OFF,      /* thp=off */
+	PA_THP_STATE_OFF,      /* thp=off (pa_stats says so; the thread keeps what
+	                        * the machine allows, for the key may change) */
 	PA_THP_STATE_NEVER,    /* the machine's THP is "never": 4 KiB pages only */
 	PA_THP_STATE_COLLAPSE, /* MADV_COLLAPSE of dense huge pages, from the thread */
 	PA_THP_STATE_HINT,     /* no MADV_COLLAPSE: MADV_HUGEPAGE on dense huge pages
