@@ -226,6 +226,15 @@ PA_API size_t pa_scavenge(size_t bytes);
  *                     interleave: one heap, its pages spread over every node
  *   numa_fake=N       pretend N nodes (0-8; 0: the machine's), CPU c on node
  *                     c % N: the per-node split on any machine, for tests
+ *   thp=off|auto|always  huge pages. auto (default): the scavenger thread
+ *                     backs dense 2 MiB regions of the heap with huge pages
+ *                     (MADV_COLLAPSE, no lock held; at most 1/16 of such a
+ *                     region free and non-resident) and its background
+ *                     releases keep them whole; always: that, and every new
+ *                     arena asks for huge pages at fault (MADV_HUGEPAGE: a
+ *                     fault may compact memory, a sparse region may become
+ *                     2 MiB resident); off: neither. Nothing where the
+ *                     machine's THP is "never" (pa_stats: thp_state)
  * Scavenger keys take effect at once, also after the first allocation.
  */
 PA_API int pa_config_set(const char *key, const char *value);

@@ -441,9 +441,13 @@ static void *scav_main(void *arg)
 				cost = SCAV_COST_MIN_NS;
 			if (cost > SCAV_COST_MAX_NS)
 				cost = SCAV_COST_MAX_NS;
-			s->ewma_cost_ns = s->ewma_cost_ns ? (s->ewma_cost_ns + cost) / 2 : cost;
+			/* Releases and collapses keep an EWMA each: a collapse
+			 * costs milliseconds, a release microseconds, and one
+			 * must not stretch the other's sleeps. */
+			uint64_t *ewma = released != 0 ? &s->ewma_cost_ns : &s->ewma_collapse_ns;
+			*ewma = *ewma ? (*ewma + cost) / 2 : cost;
 			unsigned pct = released != 0 ? scav_pace(s) : SCAV_COLLAPSE_PERCENT;
-			sleep_ns = s->ewma_cost_ns * (100u - pct) / pct;
+			sleep_ns = *ewma * (100u - pct) / pct;
 			if (sleep_ns > SCAV_SLEEP_MAX_NS)
 				sleep_ns = SCAV_SLEEP_MAX_NS;
 		}

@@ -102,7 +102,8 @@ struct pa_scavenger {
 	 * thread (and scav_init, a forked child), read by wakers (atomic). */
 	uint32_t *wake_word;
 	pthread_t thread;
-	uint64_t ewma_cost_ns;
+	uint64_t ewma_cost_ns;     /* a release step's cost (the thread's) */
+	uint64_t ewma_collapse_ns; /* a collapse step's cost (the thread's) */
 	/* The layer above's own release (the malloc layer's span sweep and
 	 * stash decay): called by the thread at every wake while enabled, with
 	 * the epoch, scavenge_delay_ms and whether the heap released pages in
