@@ -37,6 +37,7 @@
 #include "bits.h"
 #include "chunk.h"
 #include "config.h"
+#include "os.h"
 #include "pagealloc.h"
 #include "pageheap.h"
 #include "scavenger.h"
@@ -872,6 +873,43 @@ static void background_keeps_collapsed_huge_pages_whole_until_freed_whole(void *
 	assert_int_equal(pageheap_verify(&f->h), 0);
 }
 
+/* On real memory: a dense huge page whose 4 KiB pages are all resident is
+ * collapsed (or the kernel's refusal counted); one whose pages are only
+ * half resident is left alone, so it never becomes 2 MiB resident. Skipped
+ * where the machine's THP is "never" or the kernel lacks MADV_COLLAPSE. */
+static void collapse_takes_a_resident_huge_page_and_leaves_a_half_touched_one(void **state)
+{
+	(void)state;
+	struct os_thp m;
+	os_thp_read(&m);
+	if (m.mode == OS_THP_NEVER || m.bytes != (size_t)HP * PA_PAGE_SIZE ||
+	    os_collapse(NULL, 0) != 0)
+		skip();
+	struct pa_pageheap h;
+	struct pa_pageheap_opts opts = {0};
+	assert_int_equal(pageheap_init(&h, &opts), 0);
+	struct pa_scavenger s;
+	struct pa_scav_config conf = {.enabled = 0, .percent = 1, .thp = PA_THP_AUTO};
+	scav_init(&s, &h, NULL, &conf);
+	scav_thp_setup(&s, &m);
+	assert_int_equal(s.thp_state, PA_THP_STATE_COLLAPSE);
+	uintptr_t a = pageheap_alloc(&h, ALL, NULL);
+	assert_true(a != 0);
+	assert_int_equal(a % PA_CHUNK_SIZE, 0);
+	memset((void *)a, 1, HP * PA_PAGE_SIZE);                           /* all of the low one */
+	memset((void *)(a + HP * PA_PAGE_SIZE), 1, HP / 2 * PA_PAGE_SIZE); /* half the high one */
+	size_t collapsed = scav_collapse_step(&s);
+	assert_int_equal(collapsed, s.collapse_failures == 0 ? 1 : 0);
+	assert_int_equal(s.collapse_sparse, 1);
+	assert_int_equal(h.huge_collapses + s.collapse_failures, 1);
+	assert_int_equal(pageheap_chunk(&h, a)->huge, h.huge_collapses == 1 ? 1 : 0);
+	/* The high huge page is still half resident. */
+	assert_int_equal(os_resident_pages((void *)(a + HP * PA_PAGE_SIZE), HP * PA_PAGE_SIZE),
+	                 HP * PA_PAGE_SIZE / 2 / os_page_size());
+	pageheap_free(&h, a, ALL);
+	pageheap_destroy(&h);
+}
+
 /* The thp= key: its three words, and nothing else. */
 static void thp_key_parses_off_auto_always(void **state)
 {
@@ -927,6 +965,7 @@ int main(void)
 	                                    setup, teardown),
 	    cmocka_unit_test_setup_teardown(
 	        background_keeps_collapsed_huge_pages_whole_until_freed_whole, setup, teardown),
+	    cmocka_unit_test(collapse_takes_a_resident_huge_page_and_leaves_a_half_touched_one),
 	    cmocka_unit_test(thp_key_parses_off_auto_always),
 	};
 	int failed = cmocka_run_group_tests_name("chunk_scav_candidate", cand_tests, NULL, NULL);
