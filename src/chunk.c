@@ -233,17 +233,22 @@ unsigned chunk_scav_candidate(const struct pa_chunk *c, int force, unsigned hp_p
 	return 0;
 }
 
-unsigned chunk_dense_huge(const struct pa_chunk *c, unsigned hp_pages, unsigned min_alloc)
+unsigned chunk_used_huge(const struct pa_chunk *c, unsigned hp_pages, unsigned min_alloc)
 {
 	if (!hp_tiles(hp_pages))
 		return 0;
-	const unsigned nhp = PA_CHUNK_PAGES / hp_pages;
 	unsigned mask = 0;
-	for (unsigned hp = 0; hp < nhp; hp++) {
-		if ((c->huge >> hp & 1) || bits_count_range(c->scav, hp * hp_pages, hp_pages) != 0)
-			continue;
+	for (unsigned hp = 0; hp < PA_CHUNK_PAGES / hp_pages; hp++)
 		if (bits_count_range(c->alloc, hp * hp_pages, hp_pages) >= min_alloc)
 			mask |= 1u << hp;
-	}
+	return mask;
+}
+
+unsigned chunk_dense_huge(const struct pa_chunk *c, unsigned hp_pages, unsigned min_alloc)
+{
+	unsigned mask = chunk_used_huge(c, hp_pages, min_alloc) & ~(unsigned)c->huge;
+	for (unsigned hp = 0; mask >> hp != 0; hp++)
+		if (bits_count_range(c->scav, hp * hp_pages, hp_pages) != 0)
+			mask &= ~(1u << hp);
 	return mask;
 }

@@ -74,6 +74,10 @@ unsigned chunk_scav_candidate(const struct pa_chunk *c, int force, unsigned hp_p
  */
 unsigned chunk_dense_huge(const struct pa_chunk *c, unsigned hp_pages, unsigned min_alloc);
 
+/* The mask of the chunk's huge pages with at least min_alloc pages allocated
+ * (0 where hp_pages does not tile the chunk). */
+unsigned chunk_used_huge(const struct pa_chunk *c, unsigned hp_pages, unsigned min_alloc);
+
 /* Number of in-use pages in [start, start+n). */
 unsigned chunk_count_alloc(const struct pa_chunk *c, unsigned start, unsigned n);
 

@@ -1341,7 +1341,9 @@ unsigned pageheap_scav_reserve_locked(struct pa_pageheap *h, size_t ci, int forc
                                       unsigned max_pages, uintptr_t *addr, unsigned *fresh)
 {
 	struct pa_chunk *c = chunk_at(h, ci);
-	unsigned keep = keep_all ? ~0u : c->huge;
+	/* A collapsed huge page is kept whole while at least half of it is in
+	 * use; below that its free memory is worth more than its TLB entry. */
+	unsigned keep = keep_all ? ~0u : c->huge & chunk_used_huge(c, hp_pages, hp_pages / 2);
 	if (keep != 0 && split_below != 0 &&
 	    bits_count_range(c->alloc, 0, PA_CHUNK_PAGES) < split_below)
 		keep = 0;

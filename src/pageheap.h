@@ -255,7 +255,8 @@ void pageheap_return_group_locked(struct pa_pageheap *h, uintptr_t base, uint64_
  *   of its pages were not released already (a whole free huge page may be).
  *   With hp_pages set, whole free huge pages come first, and huge pages
  *   backed whole (keep_all: every one, as under THP "always"; else those
- *   the scavenger collapsed) are never split, unless the chunk has fewer
+ *   the scavenger collapsed, while at least half of it is in use) are
+ *   never split, unless the chunk has fewer
  *   than split_below pages allocated: then any run is a candidate (a
  *   sparse chunk's huge pages are worth less than its free memory).
  *   Releasing part of a collapsed huge page counts a split.

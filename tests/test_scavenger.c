@@ -863,13 +863,23 @@ static void background_keeps_collapsed_huge_pages_whole_until_freed_whole(void *
 	assert_int_equal(c2->huge, 0);
 	assert_int_equal(f->h.huge_splits, 1);
 	assert_int_equal(f->h.huge_pages, 2);
+	/* Chunk 0's low huge page down to 56 pages in use, fewer than half:
+	 * its free run goes, and that splits it. */
+	pageheap_free(&f->h, CHUNK(BASE, 0), 200);
+	assert_int_equal(scav_step(&f->s, 0), 200);
+	assert_int_equal(pageheap_chunk(&f->h, CHUNK(BASE, 0))->huge, 2);
+	assert_int_equal(f->h.huge_splits, 2);
+	assert_int_equal(f->h.huge_pages, 1);
+	lock_acquire(&f->h.lock);
+	assert_int_equal(pageheap_alloc_range_locked(&f->h, CHUNK(BASE, 0), 200), 200);
+	lock_release(&f->h.lock);
 	/* Chunk 0's high huge page freed whole: released whole, not split. */
 	pageheap_free(&f->h, PAGE(CHUNK(BASE, 0), HP), HP);
 	assert_int_equal(scav_step(&f->s, 0), HP);
-	assert_int_equal(pageheap_chunk(&f->h, CHUNK(BASE, 0))->huge, 1);
+	assert_int_equal(pageheap_chunk(&f->h, CHUNK(BASE, 0))->huge, 0);
 	assert_int_equal(f->h.huge_freed, 1);
-	assert_int_equal(f->h.huge_splits, 1);
-	assert_int_equal(f->h.huge_pages, 1);
+	assert_int_equal(f->h.huge_splits, 2);
+	assert_int_equal(f->h.huge_pages, 0);
 	assert_int_equal(pageheap_verify(&f->h), 0);
 }
 
