@@ -581,23 +581,6 @@ long os_resident_pages(void *addr, size_t size)
 	return r;
 }
 
-size_t os_anon_huge_bytes(void)
-{
-	char buf[2048];
-	if (os_read_file("/proc/self/smaps_rollup", buf, sizeof(buf)) <= 0)
-		return 0;
-	const char *p = strstr(buf, "AnonHugePages:");
-	if (p == NULL)
-		return 0;
-	p += strlen("AnonHugePages:");
-	while (*p == ' ')
-		p++;
-	size_t kb = 0;
-	for (; *p >= '0' && *p <= '9'; p++)
-		kb = kb * 10 + (size_t)(*p - '0');
-	return kb << 10;
-}
-
 static uint64_t clock_ns(clockid_t id)
 {
 	struct timespec ts;

@@ -110,11 +110,6 @@ int os_hugepage(void *addr, size_t size);
  * size at most 1024 OS pages. */
 long os_resident_pages(void *addr, size_t size);
 
-/* The process's anonymous memory in huge pages, in bytes: AnonHugePages of
- * /proc/self/smaps_rollup (the kernel walks the page tables: not for hot
- * paths). 0 when unreadable. */
-size_t os_anon_huge_bytes(void);
-
 uint64_t os_now_ns(void);        /* CLOCK_MONOTONIC */
 uint64_t os_realtime_ns(void);   /* CLOCK_REALTIME: ns since the Unix epoch */
 uint64_t os_thread_cpu_ns(void); /* CPU time of the calling thread */
