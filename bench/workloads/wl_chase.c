@@ -27,6 +27,8 @@
 
 #include "wl_common.h"
 
+#define WL_MADV_COLLAPSE 25 /* Linux 6.1; glibc 2.36's headers lack it */
+
 struct obj {
 	struct obj *next;
 	uint64_t id;
@@ -64,8 +66,8 @@ static int cmp_u32(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	struct wl_param params[] = {
-	    {"heap_mib", 1024, 64}, {"size", 64, 64}, {"steps", 30e6, 1e6},
-	    {"settle_s", 5, 1},     {"order", 0, 0},  {"seed", 1, 1},
+	    {"heap_mib", 1024, 64}, {"size", 64, 64}, {"steps", 30e6, 1e6}, {"settle_s", 5, 1},
+	    {"order", 0, 0},        {"seed", 1, 1},   {"raw", 0, 0},
 	};
 	wl_parse(argc, argv, "wl-chase", params, sizeof(params) / sizeof(params[0]));
 	size_t heap = (size_t)params[0].value << 20, size = (size_t)params[1].value;
@@ -73,6 +75,7 @@ int main(int argc, char **argv)
 	double settle_s = params[3].value;
 	int order = params[4].value != 0;
 	wl_rng rng = wl_rng_seed((uint64_t)params[5].value);
+	int raw = (int)params[6].value;
 	if (size < sizeof(struct obj))
 		wl_die("size must be at least %zu", sizeof(struct obj));
 	size_t n = heap / size;
@@ -82,9 +85,15 @@ int main(int argc, char **argv)
 	/* Faulted in now, so that the timed loop's faults are the heap's. */
 	memset(objs, 0, n * sizeof(*objs));
 	memset(lat, 0, n * sizeof(*lat));
+	const size_t hp = (size_t)2 << 20;
+	char *cells = NULL;
+	if (raw != 0) {
+		cells = map_array(n * size + hp);
+		cells += (hp - (uintptr_t)cells % hp) % hp;
+	}
 	uint64_t t0 = wl_now_ns(), prev = t0;
 	for (size_t i = 0; i < n; i++) {
-		struct obj *o = wl_xmalloc(size);
+		struct obj *o = raw != 0 ? (struct obj *)(cells + i * size) : wl_xmalloc(size);
 		o->next = NULL;
 		o->id = i;
 		uint64_t t = wl_now_ns();
@@ -93,6 +102,9 @@ int main(int argc, char **argv)
 		objs[i] = o;
 	}
 	double fill_s = (double)(wl_now_ns() - t0) / 1e9;
+	for (size_t off = 0; raw == 2 && off + hp <= n * size; off += hp)
+		if (madvise(cells + off, hp, WL_MADV_COLLAPSE) != 0)
+			wl_die("MADV_COLLAPSE: %s", strerror(errno));
 	qsort(lat, n, sizeof(*lat), cmp_u32);
 	uint32_t p999 = lat[n - 1 - n / 1000], p9999 = lat[n - 1 - n / 10000], mx = lat[n - 1];
 	munmap(lat, n * sizeof(*lat));
@@ -138,7 +150,7 @@ int main(int argc, char **argv)
 	       "p9999_ns=%u max_ns=%u rss_mib=%.0f huge_mib=%.0f checksum=%llx\n",
 	       step_ns, (double)huge / (double)(n * size), huge90, fill_s, p999, p9999, mx,
 	       wl_rss_mib(), (double)huge / WL_MIB, (unsigned long long)sum);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; raw == 0 && i < n; i++)
 		free(objs[i]);
 	munmap(objs, n * sizeof(*objs));
 	return 0;
