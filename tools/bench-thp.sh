@@ -7,13 +7,15 @@
 #   tools/bench-thp.sh [--rounds R] [--build B] [--out DIR] [-- wl-chase args]
 #
 # Per allocator, the median over R rounds (default 5) of: the time per step
-# of a random pointer chase over the heap (step_ns), the share of the heap
+# of a random pointer chase over the heap (step_ns, wall clock; step_cpu_ns,
+# the chasing thread's CPU time, which leaves out the time it waited for a
+# CPU on a shared machine), the share of the heap
 # in huge pages when the chase starts (huge_ratio, the kernel's
 # AnonHugePages), when it first reached 90% (huge90_s, -1: never), and the
 # slowest 0.1% and 0.01% of the mallocs that take fresh memory while the
 # heap fills (p999_ns, p9999_ns: malloc and the first write of the object).
-# The ratio column is the median over rounds of this allocator's step_ns
-# over the best peer's in that round (best peer: the fastest of glibc,
+# The ratio columns are the medians over rounds of this allocator's step_ns
+# (step_cpu_ns) over the best peer's in that round (best peer: the fastest of glibc,
 # jemalloc, tcmalloc, mimalloc). Needs B built with PA_BUILD_BENCH (wl-chase)
 # and the Debian peers (tools/setup-deps.sh installs them).
 #
@@ -73,17 +75,23 @@ for line in open(sys.argv[1]):
     rows.setdefault(kv["alloc"], []).append(kv)
 peers = [a for a in ("glibc", "jemalloc", "tcmalloc", "mimalloc") if a in rows]
 rounds = sorted({k["round"] for v in rows.values() for k in v})
-best = {}
-for r in rounds:
-    vals = [float(k["step_ns"]) for a in peers for k in rows[a] if k["round"] == r]
-    best[r] = min(vals) if vals else None
+def best_of(key):
+    best = {}
+    for r in rounds:
+        vals = [float(k[key]) for a in peers for k in rows[a] if k["round"] == r]
+        best[r] = min(vals) if vals else None
+    return best
+best, best_cpu = best_of("step_ns"), best_of("step_cpu_ns")
 med = lambda xs: statistics.median(xs)
-print("| allocator | step_ns | / best peer | huge_ratio | huge90_s | p999_ns | p9999_ns | fill_s |")
-print("|---|---|---|---|---|---|---|---|")
+def ratio(ks, key, b):
+    return med([float(k[key]) / b[k["round"]] for k in ks if b[k["round"]]])
+print("| allocator | step_ns | / best peer | step_cpu_ns | / best peer | huge_ratio | huge90_s "
+      "| p999_ns | p9999_ns | fill_s |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for a, ks in rows.items():
-    ratio = med([float(k["step_ns"]) / best[k["round"]] for k in ks if best[k["round"]]])
-    print("| %s | %.1f | %.2f | %.3f | %.1f | %.0f | %.0f | %.2f |" % (
-        a, med([float(k["step_ns"]) for k in ks]), ratio,
+    print("| %s | %.1f | %.2f | %.1f | %.2f | %.3f | %.1f | %.0f | %.0f | %.2f |" % (
+        a, med([float(k["step_ns"]) for k in ks]), ratio(ks, "step_ns", best),
+        med([float(k["step_cpu_ns"]) for k in ks]), ratio(ks, "step_cpu_ns", best_cpu),
         med([float(k["huge_ratio"]) for k in ks]), med([float(k["huge90_s"]) for k in ks]),
         med([float(k["p999_ns"]) for k in ks]), med([float(k["p9999_ns"]) for k in ks]),
         med([float(k["fill_s"]) for k in ks])))

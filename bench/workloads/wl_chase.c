@@ -12,7 +12,8 @@
  *         (/proc/self/smaps_rollup) every 100 ms: huge_ratio is its share of
  *         the objects' bytes at the end, huge90_s when it first reached 90%;
  *   chase: steps dependent loads along the cycle; step_ns is the time per
- *         step.
+ *         step, step_cpu_ns the thread's CPU time per step (what the chase
+ *         costs without the time it waited for a CPU on a shared machine).
  *
  * order=1 links the cycle in allocation order instead (each step the next
  * object: what the prefetchers make cheap), a control for the random one.
@@ -20,7 +21,7 @@
  *
  * Usage: wl-chase [--quick] [heap_mib=1024] [size=64] [steps=30000000]
  *                 [settle_s=5] [order=0] [seed=1]
- * Prints: wl-chase ok step_ns=... huge_ratio=... huge90_s=... fill_s=...
+ * Prints: wl-chase ok step_ns=... step_cpu_ns=... huge_ratio=... huge90_s=... fill_s=...
  *         p999_ns=... p9999_ns=... max_ns=... rss_mib=... checksum=X
  */
 #include <sys/mman.h>
@@ -55,6 +56,15 @@ static size_t anon_huge_bytes(void)
 			break;
 	fclose(f);
 	return kb << 10;
+}
+
+/* The calling thread's CPU time: on a shared machine the chase's wall time
+ * also counts the time it waited for a CPU. */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -138,7 +148,7 @@ int main(int argc, char **argv)
 		huge = anon_huge_bytes();
 	}
 
-	uint64_t c0 = wl_now_ns();
+	uint64_t c0 = wl_now_ns(), u0 = thread_cpu_ns();
 	struct obj *p = start;
 	uint64_t sum = 0;
 	for (uint64_t k = 0; k < steps; k++) {
@@ -146,10 +156,12 @@ int main(int argc, char **argv)
 		sum += p->id;
 	}
 	double step_ns = (double)(wl_now_ns() - c0) / (double)steps;
-	printf("wl-chase ok step_ns=%.1f huge_ratio=%.3f huge90_s=%.1f fill_s=%.2f p999_ns=%u "
+	double step_cpu_ns = (double)(thread_cpu_ns() - u0) / (double)steps;
+	printf("wl-chase ok step_ns=%.1f step_cpu_ns=%.1f huge_ratio=%.3f huge90_s=%.1f "
+	       "fill_s=%.2f p999_ns=%u "
 	       "p9999_ns=%u max_ns=%u rss_mib=%.0f huge_mib=%.0f checksum=%llx\n",
-	       step_ns, (double)huge / (double)(n * size), huge90, fill_s, p999, p9999, mx,
-	       wl_rss_mib(), (double)huge / WL_MIB, (unsigned long long)sum);
+	       step_ns, step_cpu_ns, (double)huge / (double)(n * size), huge90, fill_s, p999, p9999,
+	       mx, wl_rss_mib(), (double)huge / WL_MIB, (unsigned long long)sum);
 	for (size_t i = 0; raw == 0 && i < n; i++)
 		free(objs[i]);
 	munmap(objs, n * sizeof(*objs));
