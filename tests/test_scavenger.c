@@ -920,6 +920,22 @@ static void collapse_takes_a_resident_huge_page_and_leaves_a_half_touched_one(vo
 	pageheap_destroy(&h);
 }
 
+/* A machine whose THP is "never": no huge page size, nothing to collapse,
+ * and the state the story turns into its one line. */
+static void thp_never_machine_collapses_nothing(void **state)
+{
+	struct fixture *f = *state;
+	build(&f->h, dense_heap, 3);
+	f->s.conf.thp = PA_THP_AUTO;
+	const struct os_thp never = {OS_THP_NEVER, 1, 0};
+	scav_thp_setup(&f->s, &never);
+	assert_int_equal(f->s.thp_state, PA_THP_STATE_NEVER);
+	assert_int_equal(f->s.hp_pages, 0);
+	assert_int_equal(f->h.hp_pages, 0);
+	assert_int_equal(scav_collapse_step(&f->s), 0);
+	assert_int_equal(f->h.huge_collapses, 0);
+}
+
 /* The thp= key: its three words, and nothing else. */
 static void thp_key_parses_off_auto_always(void **state)
 {
@@ -976,6 +992,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(
 	        background_keeps_collapsed_huge_pages_whole_until_freed_whole, setup, teardown),
 	    cmocka_unit_test(collapse_takes_a_resident_huge_page_and_leaves_a_half_touched_one),
+	    cmocka_unit_test_setup_teardown(thp_never_machine_collapses_nothing, setup, teardown),
 	    cmocka_unit_test(thp_key_parses_off_auto_always),
 	};
 	int failed = cmocka_run_group_tests_name("chunk_scav_candidate", cand_tests, NULL, NULL);
