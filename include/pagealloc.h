@@ -86,6 +86,20 @@ struct pa_stats {
 	                               * limit with nothing free left to release */
 	size_t memory_limit_hard;     /* heap_mapped's bound, 0: none */
 	uint64_t hard_limit_refusals; /* growths it refused */
+	/* Huge pages (thp=): the scavenger backs dense 2 MiB regions of the
+	 * heap with huge pages (MADV_COLLAPSE) and keeps them whole. The
+	 * kernel's own figure for the process is AnonHugePages in
+	 * /proc/self/smaps_rollup (the story and the live file show both). */
+	int thp_state;              /* 0 thread not started, 1 thp=off, 2 the machine's THP
+	                             * is "never", 3 collapsing, 4 MADV_HUGEPAGE hints (no
+	                             * MADV_COLLAPSE), 5 none (no MADV_COLLAPSE and THP
+	                             * defrag would stall faults) */
+	size_t huge_bytes;          /* heap backed by huge pages the scavenger collapsed,
+	                             * and not split since */
+	uint64_t huge_collapses;    /* huge pages collapsed over the process's life */
+	uint64_t huge_splits;       /* collapsed ones a release of part of them split */
+	uint64_t huge_freed;        /* collapsed ones released whole */
+	uint64_t collapse_failures; /* collapses the kernel refused */
 };
 
 /* Fill *out with the default heap's counters. Returns 0, or -1 (EINVAL) for NULL. */
@@ -212,6 +226,15 @@ PA_API size_t pa_scavenge(size_t bytes);
  *                     interleave: one heap, its pages spread over every node
  *   numa_fake=N       pretend N nodes (0-8; 0: the machine's), CPU c on node
  *                     c % N: the per-node split on any machine, for tests
+ *   thp=off|auto|always  huge pages. auto (default): the scavenger thread
+ *                     backs dense 2 MiB regions of the heap with huge pages
+ *                     (MADV_COLLAPSE, no lock held; at most 1/16 of such a
+ *                     region free and non-resident) and its background
+ *                     releases keep them whole; always: that, and every new
+ *                     arena asks for huge pages at fault (MADV_HUGEPAGE: a
+ *                     fault may compact memory, a sparse region may become
+ *                     2 MiB resident); off: neither. Nothing where the
+ *                     machine's THP is "never" (pa_stats: thp_state)
  * Scavenger keys take effect at once, also after the first allocation.
  */
 PA_API int pa_config_set(const char *key, const char *value);

@@ -176,41 +176,79 @@ unsigned chunk_count_scav(const struct pa_chunk *c, unsigned start, unsigned n)
 	return bits_count_range(c->scav, start, n);
 }
 
-unsigned chunk_scav_candidate(const struct pa_chunk *c, int force, unsigned hp_pages,
-                              unsigned max_pages, unsigned *start)
+/* The highest free-and-unreleased page in [lo, lim), then the run down from
+ * it, at most max_pages long and not below lo. */
+static unsigned top_run(const struct pa_chunk *c, unsigned lo, unsigned lim, unsigned max_pages,
+                        unsigned *start)
 {
-	/* Huge pages must tile the chunk in whole words; otherwise plain runs. */
-	if (hp_pages >= 64 && hp_pages <= PA_CHUNK_PAGES && !force) {
-		const unsigned words = hp_pages / 64;
-		for (int hp = (int)(PA_CHUNK_WORDS / words) - 1; hp >= 0; hp--) {
-			uint64_t used = 0, todo = 0;
-			for (unsigned w = (unsigned)hp * words; w < ((unsigned)hp + 1) * words;
-			     w++) {
-				used |= c->alloc[w];
-				todo |= ~c->alloc[w] & ~c->scav[w];
-			}
-			if (used == 0 && todo != 0) {
-				*start = (unsigned)hp * hp_pages;
-				return hp_pages;
-			}
-		}
-		return 0;
-	}
-	/* Highest free-and-unreleased page, then extend the run downwards. */
-	for (int w = PA_CHUNK_WORDS - 1; w >= 0; w--) {
+	for (int w = (int)(lim / 64) - 1; w >= (int)(lo / 64); w--) {
 		uint64_t x = ~c->alloc[w] & ~c->scav[w];
 		if (x == 0)
 			continue;
 		unsigned top = (unsigned)w * 64 + 63 - bits_clz(x);
-		unsigned lo = top;
-		while (lo > 0 && top - lo + 1 < max_pages) {
-			unsigned p = lo - 1;
-			if ((c->alloc[p / 64] | c->scav[p / 64]) >> (p % 64) & 1)
+		unsigned p = top;
+		while (p > lo && top - p + 1 < max_pages) {
+			unsigned q = p - 1;
+			if ((c->alloc[q / 64] | c->scav[q / 64]) >> (q % 64) & 1)
 				break;
-			lo = p;
+			p = q;
 		}
-		*start = lo;
-		return top - lo + 1;
+		*start = p;
+		return top - p + 1;
 	}
 	return 0;
+}
+
+/* Huge pages must tile the chunk in whole words; otherwise plain runs. */
+static int hp_tiles(unsigned hp_pages)
+{
+	return hp_pages >= 64 && hp_pages <= PA_CHUNK_PAGES && PA_CHUNK_PAGES % hp_pages == 0;
+}
+
+unsigned chunk_scav_candidate(const struct pa_chunk *c, int force, unsigned hp_pages, unsigned keep,
+                              unsigned max_pages, unsigned *start)
+{
+	if (force || !hp_tiles(hp_pages))
+		return top_run(c, 0, PA_CHUNK_PAGES, max_pages, start);
+	const unsigned words = hp_pages / 64, nhp = PA_CHUNK_PAGES / hp_pages;
+	/* Whole free huge pages first: releasing one splits nothing. */
+	for (unsigned hp = nhp; hp-- > 0;) {
+		uint64_t used = 0, todo = 0;
+		for (unsigned w = hp * words; w < (hp + 1) * words; w++) {
+			used |= c->alloc[w];
+			todo |= ~c->alloc[w] & ~c->scav[w];
+		}
+		if (used == 0 && todo != 0) {
+			*start = hp * hp_pages;
+			return hp_pages;
+		}
+	}
+	for (unsigned hp = nhp; hp-- > 0;) {
+		if (keep >> hp & 1)
+			continue;
+		unsigned n = top_run(c, hp * hp_pages, (hp + 1) * hp_pages, max_pages, start);
+		if (n != 0)
+			return n;
+	}
+	return 0;
+}
+
+unsigned chunk_used_huge(const struct pa_chunk *c, unsigned hp_pages, unsigned min_alloc)
+{
+	if (!hp_tiles(hp_pages))
+		return 0;
+	unsigned mask = 0;
+	for (unsigned hp = 0; hp < PA_CHUNK_PAGES / hp_pages; hp++)
+		if (bits_count_range(c->alloc, hp * hp_pages, hp_pages) >= min_alloc)
+			mask |= 1u << hp;
+	return mask;
+}
+
+unsigned chunk_dense_huge(const struct pa_chunk *c, unsigned hp_pages, unsigned min_alloc)
+{
+	unsigned mask = chunk_used_huge(c, hp_pages, min_alloc) & ~(unsigned)c->huge;
+	for (unsigned hp = 0; mask >> hp != 0; hp++)
+		if (bits_count_range(c->scav, hp * hp_pages, hp_pages) != 0)
+			mask &= ~(1u << hp);
+	return mask;
 }

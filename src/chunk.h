@@ -29,6 +29,10 @@ struct pa_chunk {
 	 * 1 + the heap's epoch at the chunk's last free. Written under the heap
 	 * lock, read without it by the scavenger (atomics). */
 	uint32_t free_stamp;
+	/* Bit k: the chunk's k-th huge page was collapsed (MADV_COLLAPSE) by
+	 * the scavenger and not released in part since: the kernel backs it
+	 * with one huge page. Under the heap lock. */
+	uint8_t huge;
 };
 
 #define CHUNK_NOT_FOUND (~0u)
@@ -51,13 +55,28 @@ unsigned chunk_alloc_range(struct pa_chunk *c, unsigned start, unsigned n);
 /*
  * The highest-addressed run of free, unreleased pages the scavenger should
  * release next, at most max_pages long; 0 if none. With hp_pages (the huge
- * page size in heap pages, 0 when transparent huge pages are off) and !force,
- * only huge pages that are entirely free qualify, and then as a whole, so a
- * huge page that is partly in use is never split; force (memory limit,
- * explicit release) takes any free run.
+ * page size in heap pages; 0: plain runs) and !force, huge pages that are
+ * entirely free come first, each as a whole (the highest first); then free
+ * runs inside the huge pages that `keep` does not name (bit k: the k-th
+ * huge page of the chunk, which is backed by a huge page and must not be
+ * split), each run within one huge page. force (memory limit, explicit
+ * release) takes any free run.
  */
-unsigned chunk_scav_candidate(const struct pa_chunk *c, int force, unsigned hp_pages,
+unsigned chunk_scav_candidate(const struct pa_chunk *c, int force, unsigned hp_pages, unsigned keep,
                               unsigned max_pages, unsigned *start);
+
+/*
+ * Collapse support: the k-th huge page of hp_pages pages (a multiple of 64
+ * that divides the chunk) is dense when none of its pages is released and at
+ * least min_alloc of them are allocated: backing it whole costs no memory
+ * that the heap counts as given back. chunk_dense_huge: the mask of the
+ * chunk's dense huge pages that are not huge already.
+ */
+unsigned chunk_dense_huge(const struct pa_chunk *c, unsigned hp_pages, unsigned min_alloc);
+
+/* The mask of the chunk's huge pages with at least min_alloc pages allocated
+ * (0 where hp_pages does not tile the chunk). */
+unsigned chunk_used_huge(const struct pa_chunk *c, unsigned hp_pages, unsigned min_alloc);
 
 /* Number of in-use pages in [start, start+n). */
 unsigned chunk_count_alloc(const struct pa_chunk *c, unsigned start, unsigned n);

@@ -30,6 +30,7 @@ struct pa_config pa_conf = {
     .guard_max = (size_t)64 << 10,
     .live = 1,
     .numa = 1,
+    .thp = 1,
 };
 
 void (*config_on_change)(void);
@@ -57,6 +58,8 @@ static const char *const on_off[] = {"off", "on", NULL};
 static const char *const release_modes[] = {"dontneed", "free", NULL};
 /* Indexed by enum pa_numa_mode (layout.h). */
 static const char *const numa_modes[] = {"off", "on", "interleave", NULL};
+/* Indexed by enum pa_thp_conf (scavenger.h). */
+static const char *const thp_modes[] = {"off", "auto", "always", NULL};
 /* Indexed as prof.c's prof_signals. */
 static const char *const prof_signal_names[] = {"off", "SIGUSR1", "SIGUSR2", "SIGHUP", NULL};
 
@@ -92,6 +95,7 @@ static const struct conf_key conf_keys[] = {
     KEY(numa, CONF_ENUM, 0, 0, numa_modes, "off, on or interleave"),
     KEY(numa_fake, CONF_UINT, 0, PA_NUMA_MAX_NODES, NULL,
         "a number of pretend nodes from 0 (none) to 8"),
+    KEY(thp, CONF_ENUM, 0, 0, thp_modes, "off, auto or always"),
 };
 #undef KEY
 

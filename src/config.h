@@ -53,6 +53,7 @@ struct pa_config {
 	                                     * that `pagealloc stat` reads (live.h) */
 	char map_prefix[PA_CONF_PATH_MAX];  /* the heap map at exit, PREFIX.PID.map
 	                                     * (heapmap.h); "": none */
+	size_t thp;                         /* enum pa_thp_conf (scavenger.h): off, auto, always */
 };
 
 /* Called after pa_config_set / pa_config changed a key (set by pages.c so a

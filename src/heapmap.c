@@ -144,6 +144,10 @@ static void classify_chunk(struct carry *carry, struct heapmap_header *h)
 			pg->kind = HEAPMAP_OTHER;
 			classify_span(a, pg, carry, h);
 		}
+		if (bit(view.huge, p)) {
+			pg->flags |= HEAPMAP_HUGE;
+			h->pages[HEAPMAP_KINDS]++;
+		}
 		h->pages[pg->kind]++;
 	}
 }

@@ -79,11 +79,12 @@ enum heapmap_kind {
 /* heapmap_page.flags */
 #define HEAPMAP_FIRST 1u   /* the first page of a span or large object */
 #define HEAPMAP_SAMPLED 2u /* a large object the heap profile sampled (prof.h) */
+#define HEAPMAP_HUGE 4u    /* in a huge page the scavenger collapsed (scavenger.h) */
 
 struct heapmap_page {
 	uint8_t kind;     /* enum heapmap_kind */
 	uint8_t cls;      /* HEAPMAP_SMALL: the size class; else 0 */
-	uint8_t flags;    /* HEAPMAP_FIRST, HEAPMAP_SAMPLED */
+	uint8_t flags;    /* HEAPMAP_FIRST, HEAPMAP_SAMPLED, HEAPMAP_HUGE */
 	uint8_t pad;      /* 0 */
 	uint16_t inuse;   /* HEAPMAP_SMALL: objects of its span out of it */
 	uint16_t objects; /* HEAPMAP_SMALL: objects its span holds */
@@ -99,7 +100,8 @@ struct heapmap_header {
 	uint32_t nclasses;           /* entries of class_size */
 	uint64_t pid;                /* the process */
 	uint64_t time_ns;            /* CLOCK_REALTIME when the walk ended */
-	uint64_t pages[8];           /* pages of each kind (HEAPMAP_KINDS used) */
+	uint64_t pages[8];           /* pages of each kind (HEAPMAP_KINDS used); pages[7]:
+	                              * pages with HEAPMAP_HUGE */
 	uint64_t small_objects;      /* objects out of their spans, over all spans */
 	uint64_t small_bytes;        /* those objects' bytes (their class sizes) */
 	uint64_t large_objects;      /* live large objects */
@@ -107,6 +109,7 @@ struct heapmap_header {
 };
 
 _Static_assert(sizeof(struct heapmap_page) == 8, "a page is 8 bytes");
+_Static_assert(HEAPMAP_KINDS < 8, "pages[HEAPMAP_KINDS] counts huge pages' pages");
 _Static_assert(sizeof(struct heapmap_header) == 144, "the header is 144 bytes");
 
 /* Walk the heap and write its map to path (created 0644, truncated): 0, or

@@ -32,7 +32,7 @@ static const char *const figure_names[] = {
     "large_bytes",        "thread_caches",  "cached_bytes",      "stashed_bytes", "rss",
     "scavenger_cpu_ns",   "released_total", "release_calls",     "cache_free",    "metadata",
     "memory_limit",       "limit_overruns", "updates",           "stories",       "partial_spans",
-    "partial_free_bytes",
+    "partial_free_bytes", "huge_bytes",     "huge_collapses",    "huge_splits",
 };
 #define NFIGURES (sizeof(figure_names) / sizeof(figure_names[0]))
 _Static_assert(NFIGURES <= LIVE_MAX_FIGURES, "the figures fit their slots");
@@ -229,7 +229,8 @@ static void live_figures(uint64_t *v)
 	    ms->cached_bytes,  ms->stashed_bytes, rss_bytes(),     s.scavenger_cpu_ns,
 	    s.released_total,  s.release_calls,   s.cache_free,    s.metadata,
 	    s.memory_limit,    s.limit_overruns,  live.updates,    live.stories,
-	    partial,           partial_free,
+	    partial,           partial_free,      s.huge_bytes,    s.huge_collapses,
+	    s.huge_splits,
 	};
 	_Static_assert(sizeof(all) / sizeof(all[0]) == NFIGURES, "a value per figure");
 	memcpy(v, all, sizeof(all));

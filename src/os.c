@@ -505,21 +505,80 @@ uint32_t os_release_mask(void *base, uint32_t mask, size_t page, int lazy)
 	return done;
 }
 
-size_t os_thp_bytes(void)
+/* The bracketed word of a sysfs choice file ("always [madvise] never"):
+ * its index in words, or -1. */
+static int thp_choice(const char *path, const char *const *words, int n)
 {
 	char buf[128];
-	/* In "madvise" mode only regions that ask get huge pages, and the heap
-	 * does not ask: only "always" backs it with them. */
-	if (os_read_file("/sys/kernel/mm/transparent_hugepage/enabled", buf, sizeof(buf)) < 0 ||
-	    strstr(buf, "[always]") == NULL)
-		return 0;
+	if (os_read_file(path, buf, sizeof(buf)) <= 0)
+		return -1;
+	const char *open = strchr(buf, '['), *close = open != NULL ? strchr(open, ']') : NULL;
+	if (close == NULL)
+		return -1;
+	size_t len = (size_t)(close - open - 1);
+	for (int i = 0; i < n; i++)
+		if (strlen(words[i]) == len && memcmp(open + 1, words[i], len) == 0)
+			return i;
+	return -1;
+}
+
+void os_thp_read(struct os_thp *out)
+{
+	static const char *const modes[] = {"never", "madvise", "always"};
+	static const char *const defrag[] = {"never", "defer", "madvise", "defer+madvise",
+	                                     "always"};
+	int m = thp_choice("/sys/kernel/mm/transparent_hugepage/enabled", modes, 3);
+	int d = thp_choice("/sys/kernel/mm/transparent_hugepage/defrag", defrag, 5);
+	out->mode = m < 0 ? OS_THP_NEVER : (enum os_thp_mode)m;
+	/* "never" and "defer" never compact in the faulting thread. */
+	out->fault_stalls = d != 0 && d != 1;
+	out->bytes = 0;
+	if (out->mode == OS_THP_NEVER)
+		return;
+	char buf[64];
 	if (os_read_file("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", buf, sizeof(buf)) <=
-	    0)
-		return (size_t)2 << 20;
-	size_t v = 0;
+	    0) {
+		out->bytes = (size_t)2 << 20;
+		return;
+	}
 	for (const char *p = buf; *p >= '0' && *p <= '9'; p++)
-		v = v * 10 + (size_t)(*p - '0');
-	return v;
+		out->bytes = out->bytes * 10 + (size_t)(*p - '0');
+}
+
+size_t os_thp_bytes(void)
+{
+	struct os_thp t;
+	os_thp_read(&t);
+	return t.mode == OS_THP_ALWAYS ? t.bytes : 0;
+}
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1; older headers lack it */
+#endif
+
+int os_collapse(void *addr, size_t size)
+{
+	return madvise(addr, size, MADV_COLLAPSE) == 0 ? 0 : -1;
+}
+
+int os_hugepage(void *addr, size_t size)
+{
+	return madvise(addr, size, MADV_HUGEPAGE) == 0 ? 0 : -1;
+}
+
+long os_resident_pages(void *addr, size_t size)
+{
+	/* One byte per OS page: a 2 MiB huge page's 512 fit on the stack. */
+	unsigned char vec[1024];
+	size_t n = size / os_page_size();
+	if (n > sizeof(vec))
+		return -1;
+	if (mincore(addr, size, vec) != 0)
+		return -1;
+	long r = 0;
+	for (size_t i = 0; i < n; i++)
+		r += vec[i] & 1;
+	return r;
 }
 
 static uint64_t clock_ns(clockid_t id)

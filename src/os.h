@@ -81,9 +81,34 @@ int os_release(void *addr, size_t size, int lazy);
  * released (a refused run stays resident and unset). */
 uint32_t os_release_mask(void *base, uint32_t mask, size_t page, int lazy);
 
+/* The machine's transparent huge pages (/sys/kernel/mm/transparent_hugepage):
+ * mode from `enabled`; fault_stalls: 1 when `defrag` makes a fault in a
+ * MADV_HUGEPAGE region compact memory in the faulting thread (always,
+ * madvise, defer+madvise); bytes: the huge page size (0 when mode is never). */
+enum os_thp_mode { OS_THP_NEVER, OS_THP_MADVISE, OS_THP_ALWAYS };
+struct os_thp {
+	enum os_thp_mode mode;
+	int fault_stalls;
+	size_t bytes;
+};
+void os_thp_read(struct os_thp *out);
+
 /* Transparent huge page size in bytes when THP backs anonymous memory
  * unasked (mode "always"), else 0. */
 size_t os_thp_bytes(void);
+
+/* MADV_COLLAPSE (Linux 6.1): back [addr, addr + size), huge-page-aligned,
+ * with huge pages now, in the calling thread (it may compact and reclaim:
+ * never call it holding a lock). 0, or -1 with errno (EINVAL: the kernel
+ * has no MADV_COLLAPSE; EAGAIN, ENOMEM: not this time). */
+int os_collapse(void *addr, size_t size);
+
+/* MADV_HUGEPAGE: faults and khugepaged may back the range with huge pages. */
+int os_hugepage(void *addr, size_t size);
+
+/* How many OS pages of [addr, addr + size) are resident (mincore), or -1;
+ * size at most 1024 OS pages. */
+long os_resident_pages(void *addr, size_t size);
 
 uint64_t os_now_ns(void);        /* CLOCK_MONOTONIC */
 uint64_t os_realtime_ns(void);   /* CLOCK_REALTIME: ns since the Unix epoch */

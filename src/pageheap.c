@@ -797,6 +797,8 @@ static int grow_from_os(struct pa_pageheap *h, size_t npages)
 		if (h->mpol != 0 &&
 		    os_mbind((void *)p, size, (enum os_mpol)h->mpol, h->mpol_nodes) != 0)
 			h->mpol_failures++;
+		if (h->hugepage_arenas)
+			os_hugepage((void *)p, size);
 		h->reserved_bytes += size;
 		if (p != h->arena_end) {
 			/* Not contiguous: the old arena's tail joins the heap as
@@ -1332,15 +1334,20 @@ size_t pageheap_prev_chunk_locked(const struct pa_pageheap *h, size_t below)
 	return chunk_index(h, range_limit(&h->ranges.v[i - 1]) - 1);
 }
 
+static void huge_released(struct pa_pageheap *h, struct pa_chunk *c, unsigned start, unsigned n);
+
 unsigned pageheap_scav_reserve_locked(struct pa_pageheap *h, size_t ci, int force,
-                                      unsigned hp_pages, unsigned split_below, unsigned max_pages,
-                                      uintptr_t *addr, unsigned *fresh)
+                                      unsigned hp_pages, int keep_all, unsigned split_below,
+                                      unsigned max_pages, uintptr_t *addr, unsigned *fresh)
 {
 	struct pa_chunk *c = chunk_at(h, ci);
-	if (hp_pages != 0 && split_below != 0 &&
+	/* A collapsed huge page is kept whole while at least half of it is in
+	 * use; below that its free memory is worth more than its TLB entry. */
+	unsigned keep = keep_all ? ~0u : c->huge & chunk_used_huge(c, hp_pages, hp_pages / 2);
+	if (keep != 0 && split_below != 0 &&
 	    bits_count_range(c->alloc, 0, PA_CHUNK_PAGES) < split_below)
-		hp_pages = 0;
-	unsigned start, n = chunk_scav_candidate(c, force, hp_pages, max_pages, &start);
+		keep = 0;
+	unsigned start, n = chunk_scav_candidate(c, force, hp_pages, keep, max_pages, &start);
 	if (n == 0) {
 		if (!force)
 			__atomic_store_n(&c->free_stamp, 0, __ATOMIC_RELAXED);
@@ -1366,8 +1373,64 @@ void pageheap_scav_commit_locked(struct pa_pageheap *h, uintptr_t addr, unsigned
 	if (released) {
 		bits_set_range(c->scav, start, npages);
 		h->scav_pages += npages;
+		huge_released(h, c, start, npages);
 	}
 	update(h, addr, npages, 0, clash == 0);
 	h->releasing_pages -= npages;
 	hint_lower(h, addr);
+}
+
+/* ---- huge pages --------------------------------------------------------------- */
+
+/* Released pages [start, start + n) of c: a huge page they fall in is no
+ * longer one; given back whole it is counted as released, else as split. */
+static void huge_released(struct pa_pageheap *h, struct pa_chunk *c, unsigned start, unsigned n)
+{
+	if (c->huge == 0 || h->hp_pages == 0)
+		return;
+	for (unsigned hp = start / h->hp_pages; hp * h->hp_pages < start + n; hp++) {
+		if (!(c->huge >> hp & 1))
+			continue;
+		c->huge &= (uint8_t) ~(1u << hp);
+		h->huge_pages--;
+		if (start <= hp * h->hp_pages && start + n >= (hp + 1) * h->hp_pages)
+			h->huge_freed++;
+		else
+			h->huge_splits++;
+	}
+}
+
+unsigned pageheap_collapse_find_locked(struct pa_pageheap *h, size_t *cursor, size_t max_chunks,
+                                       unsigned min_alloc, uintptr_t *base)
+{
+	if (h->hp_pages == 0)
+		return 0;
+	size_t ci = *cursor > h->end_ci ? h->end_ci : *cursor;
+	for (size_t k = 0; k < max_chunks; k++) {
+		ci = pageheap_prev_chunk_locked(h, ci);
+		if (ci == SIZE_MAX)
+			break; /* a pass is over; the next starts at the top */
+		unsigned dense = chunk_dense_huge(chunk_at(h, ci), h->hp_pages, min_alloc);
+		if (dense != 0) {
+			*cursor = ci;
+			*base = chunk_base(h, ci);
+			return dense;
+		}
+	}
+	*cursor = ci;
+	return 0;
+}
+
+int pageheap_collapse_done_locked(struct pa_pageheap *h, uintptr_t addr)
+{
+	struct pa_chunk *c = pageheap_chunk(h, addr);
+	unsigned start = page_in_chunk(addr), hp = start / h->hp_pages;
+	/* A page released while the kernel collapsed it may read as resident
+	 * or not: the huge page is not counted as one. */
+	if ((c->huge >> hp & 1) || bits_count_range(c->scav, start, h->hp_pages) != 0)
+		return 0;
+	c->huge |= (uint8_t)(1u << hp);
+	h->huge_pages++;
+	h->huge_collapses++;
+	return 1;
 }

@@ -180,6 +180,15 @@ struct pa_pageheap {
 	 * a growth that would is refused, and counted. */
 	size_t hard_limit_pages;
 	uint64_t hard_limit_refusals;
+	/* Huge pages (under lock). hp_pages: the huge page in heap pages, 0
+	 * until the scavenger sets it (then chunks' huge bits may be set);
+	 * huge_pages: those bits set; the rest count events over the heap's
+	 * life: collapses the scavenger made, huge pages released whole, and
+	 * huge pages split by a release of part of them. */
+	unsigned hp_pages;
+	int hugepage_arenas; /* thp=always: new arenas get MADV_HUGEPAGE (scav_configure) */
+	size_t huge_pages;
+	uint64_t huge_collapses, huge_freed, huge_splits;
 	int pressure;                   /* 1: resident pages passed limit_pages */
 	void (*on_pressure)(void *arg); /* called after unlock when pressure is set */
 	void *pressure_arg;
@@ -244,9 +253,13 @@ void pageheap_return_group_locked(struct pa_pageheap *h, uintptr_t base, uint64_
  *   releasing) and return its length (0: none; then, unless force, the
  *   chunk's stamp is cleared). *addr receives its address, *fresh how many
  *   of its pages were not released already (a whole free huge page may be).
- *   With hp_pages set, only whole free huge pages are candidates, unless
- *   the chunk has fewer than split_below pages allocated: then any run is
- *   (a sparse chunk's huge pages are worth less than its free memory).
+ *   With hp_pages set, whole free huge pages come first, and huge pages
+ *   backed whole (keep_all: every one, as under THP "always"; else those
+ *   the scavenger collapsed, while at least half of it is in use) are
+ *   never split, unless the chunk has fewer
+ *   than split_below pages allocated: then any run is a candidate (a
+ *   sparse chunk's huge pages are worth less than its free memory).
+ *   Releasing part of a collapsed huge page counts a split.
  * scav_commit_locked: free the reserved run again, as released pages if
  *   `released`, else as resident ones (the kernel refused the madvise).
  * resident_pages_locked: pages of the heap that may be resident.
@@ -254,10 +267,25 @@ void pageheap_return_group_locked(struct pa_pageheap *h, uintptr_t base, uint64_
 size_t pageheap_scav_next(struct pa_pageheap *h, size_t below, uint32_t min_age, size_t *recent);
 size_t pageheap_prev_chunk_locked(const struct pa_pageheap *h, size_t below);
 unsigned pageheap_scav_reserve_locked(struct pa_pageheap *h, size_t ci, int force,
-                                      unsigned hp_pages, unsigned split_below, unsigned max_pages,
-                                      uintptr_t *addr, unsigned *fresh);
+                                      unsigned hp_pages, int keep_all, unsigned split_below,
+                                      unsigned max_pages, uintptr_t *addr, unsigned *fresh);
 void pageheap_scav_commit_locked(struct pa_pageheap *h, uintptr_t addr, unsigned npages,
                                  int released);
+
+/*
+ * Collapse support (the scavenger backs dense huge pages; scavenger.h).
+ * collapse_find_locked: going down from chunk *cursor (exclusive; SIZE_MAX:
+ *   the top), at most max_chunks heap chunks, the first that has huge
+ *   pages (h->hp_pages long) that are dense (chunk_dense_huge, min_alloc)
+ *   and not huge yet: their mask (bit k: the k-th of the chunk), *base the
+ *   chunk's address, *cursor that chunk. 0: none; *cursor is where the
+ *   search stopped, SIZE_MAX when it passed the bottom of the heap.
+ * collapse_done_locked: the huge page at addr was collapsed: it counts as
+ *   huge from now, unless a page of it was released meanwhile (then 0).
+ */
+unsigned pageheap_collapse_find_locked(struct pa_pageheap *h, size_t *cursor, size_t max_chunks,
+                                       unsigned min_alloc, uintptr_t *base);
+int pageheap_collapse_done_locked(struct pa_pageheap *h, uintptr_t addr);
 
 static inline size_t pageheap_resident_pages_locked(const struct pa_pageheap *h)
 {

@@ -70,6 +70,7 @@ static void scav_config_from_conf(struct pa_scav_config *c)
 	c->delay_ms = (unsigned)__atomic_load_n(&pa_conf.scavenge_delay_ms, __ATOMIC_RELAXED);
 	c->burst_percent =
 	    (unsigned)__atomic_load_n(&pa_conf.scavenge_burst_percent, __ATOMIC_RELAXED);
+	c->thp = (unsigned)__atomic_load_n(&pa_conf.thp, __ATOMIC_RELAXED);
 }
 
 /* The heaps' frees and growths: pages_background reads them at every call
@@ -467,6 +468,10 @@ int pa_stats(struct pa_stats *out)
 		out->grow_failures += h->grow_failures;
 		out->memory_limit_hard += h->hard_limit_pages * PA_PAGE_SIZE;
 		out->hard_limit_refusals += h->hard_limit_refusals;
+		out->huge_bytes += h->huge_pages * h->hp_pages * PA_PAGE_SIZE;
+		out->huge_collapses += h->huge_collapses;
+		out->huge_splits += h->huge_splits;
+		out->huge_freed += h->huge_freed;
 		lock_release(&h->lock);
 		struct pa_pagecache_stats cs;
 		pagecache_stats(&node_caches[i], &cs);
@@ -487,6 +492,11 @@ int pa_stats(struct pa_stats *out)
 	out->scavenger_cpu_ns = __atomic_load_n(&default_scav.cpu_ns, __ATOMIC_RELAXED);
 	out->memory_limit = __atomic_load_n(&default_scav.conf.memory_limit, __ATOMIC_RELAXED);
 	out->limit_overruns = __atomic_load_n(&default_scav.limit_overruns, __ATOMIC_RELAXED);
+	out->thp_state = __atomic_load_n(&default_scav.thp_state, __ATOMIC_RELAXED);
+	if (out->thp_state != PA_THP_STATE_UNKNOWN &&
+	    __atomic_load_n(&pa_conf.thp, __ATOMIC_RELAXED) == PA_THP_OFF)
+		out->thp_state = PA_THP_STATE_OFF;
+	out->collapse_failures = __atomic_load_n(&default_scav.collapse_failures, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -638,6 +648,10 @@ int pages_chunk_view(uintptr_t from, struct pages_chunk_view *v)
 			memcpy(v->alloc, c->alloc, sizeof(v->alloc));
 			memcpy(v->scav, c->scav, sizeof(v->scav));
 			memset(v->cached, 0, sizeof(v->cached));
+			memset(v->huge, 0, sizeof(v->huge));
+			for (unsigned k = 0; h->hp_pages != 0 && c->huge >> k != 0; k++)
+				if (c->huge >> k & 1)
+					bits_set_range(v->huge, k * h->hp_pages, h->hp_pages);
 			pagecache_held_locked(&node_caches[n], v->base, v->cached);
 			found = 1;
 		}

@@ -57,6 +57,7 @@ struct pages_chunk_view {
 	uintptr_t base; /* the chunk's first page */
 	uint64_t alloc[PA_CHUNK_WORDS], scav[PA_CHUNK_WORDS];
 	uint64_t cached[PA_CHUNK_WORDS]; /* free in a cache, or queued in its frees */
+	uint64_t huge[PA_CHUNK_WORDS];   /* in a huge page the scavenger collapsed */
 };
 
 /* The first chunk of the heap at or above address from, into v: 1, or 0

@@ -22,6 +22,17 @@
 /* The retained goal: free resident memory up to 1/SCAV_RETAIN_SHARE of the
  * pages in use, plus a chunk, is what a steady heap keeps (scav_shrinking). */
 #define SCAV_RETAIN_SHARE 8u
+/* Collapsing: a huge page is dense when at most 1/SCAV_DENSE_SHARE of its
+ * heap pages are free (and none released) and at most that share of its OS
+ * pages is not resident; a step looks at SCAV_COLLAPSE_CHUNKS chunks at
+ * most; a pass over the heap that found nothing waits SCAV_COLLAPSE_PASS_NS
+ * before the next. Collapses are paced to SCAV_COLLAPSE_PERCENT of a core:
+ * each is one-time work (a few ms here) that the program's page walks pay
+ * back, and a 1 GiB heap is backed within seconds. */
+#define SCAV_DENSE_SHARE 16u
+#define SCAV_COLLAPSE_CHUNKS 64u
+#define SCAV_COLLAPSE_PASS_NS 1000000000u
+#define SCAV_COLLAPSE_PERCENT 50u
 
 static void on_pressure(void *arg);
 
@@ -68,6 +79,7 @@ void scav_configure(struct pa_scavenger *s, const struct pa_scav_config *conf)
 	__atomic_store_n(&s->conf.delay_ms, conf->delay_ms, __ATOMIC_RELAXED);
 	unsigned burst = conf->burst_percent > 100 ? 100 : conf->burst_percent;
 	__atomic_store_n(&s->conf.burst_percent, burst, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->conf.thp, conf->thp, __ATOMIC_RELAXED);
 	/* Each heap is flagged past its even share of the soft limit, and
 	 * on_pressure sums them. The hard limit is a promise that the process
 	 * maps no more: each heap gets its even share of it. */
@@ -78,6 +90,7 @@ void scav_configure(struct pa_scavenger *s, const struct pa_scav_config *conf)
 		hard = 1;
 	for (unsigned i = 0; i < s->nheaps; i++) {
 		lock_acquire(&s->heaps[i]->lock);
+		s->heaps[i]->hugepage_arenas = conf->thp == PA_THP_ALWAYS;
 		s->heaps[i]->limit_pages = share;
 		s->heaps[i]->hard_limit_pages = hard;
 		lock_release(&s->heaps[i]->lock);
@@ -98,7 +111,7 @@ static unsigned release_in_chunk(struct pa_scavenger *s, struct pa_pageheap *h, 
 	uintptr_t addr = 0;
 	unsigned fresh = 0;
 	lock_acquire(&h->lock);
-	unsigned n = pageheap_scav_reserve_locked(h, ci, force, force ? 0 : s->hp_pages,
+	unsigned n = pageheap_scav_reserve_locked(h, ci, force, s->hp_pages, s->thp_kernel_always,
 	                                          split_below, max_pages, &addr, &fresh);
 	lock_release(&h->lock);
 	if (n == 0)
@@ -226,6 +239,95 @@ size_t scav_release(struct pa_scavenger *s, size_t bytes, int force)
 	return done * PA_PAGE_SIZE;
 }
 
+/* ---- huge pages ------------------------------------------------------------ */
+
+/* What the scavenger may do about huge pages on the machine (thp=off is
+ * checked at each step: the key may change live). */
+static int thp_state_of(const struct os_thp *m, int has_collapse)
+{
+	if (m->mode == OS_THP_NEVER || m->bytes < PA_PAGE_SIZE)
+		return PA_THP_STATE_NEVER;
+	if (has_collapse)
+		return PA_THP_STATE_COLLAPSE;
+	return m->fault_stalls ? PA_THP_STATE_UNUSABLE : PA_THP_STATE_HINT;
+}
+
+void scav_thp_setup(struct pa_scavenger *s, const struct os_thp *machine)
+{
+	s->hp_pages = machine->mode == OS_THP_NEVER ? 0 : (unsigned)(machine->bytes / PA_PAGE_SIZE);
+	s->thp_kernel_always = machine->mode == OS_THP_ALWAYS;
+	/* Whether the kernel knows MADV_COLLAPSE: EINVAL on an empty range
+	 * means not (a kernel that has it accepts a zero length). */
+	int has_collapse = os_collapse(NULL, 0) == 0;
+	__atomic_store_n(&s->thp_state, thp_state_of(machine, has_collapse), __ATOMIC_RELAXED);
+	for (unsigned i = 0; i < s->nheaps; i++) {
+		lock_acquire(&s->heaps[i]->lock);
+		s->heaps[i]->hp_pages = s->hp_pages;
+		lock_release(&s->heaps[i]->lock);
+		s->collapse_cursor[i] = SIZE_MAX;
+	}
+}
+
+/* Back the huge page at addr (heap h) whole, lock not held: 1 if done. */
+static int collapse_one(struct pa_scavenger *s, struct pa_pageheap *h, uintptr_t addr, int state)
+{
+	size_t bytes = (size_t)s->hp_pages * PA_PAGE_SIZE;
+	if (!h->metadata_only) {
+		long os_pages = (long)(bytes / os_page_size());
+		long res = os_resident_pages((void *)addr, bytes);
+		if (res < os_pages - os_pages / SCAV_DENSE_SHARE) {
+			__atomic_fetch_add(&s->collapse_sparse, 1, __ATOMIC_RELAXED);
+			return 0;
+		}
+		int r = state == PA_THP_STATE_COLLAPSE ? os_collapse((void *)addr, bytes)
+		                                       : os_hugepage((void *)addr, bytes);
+		if (r != 0) {
+			__atomic_fetch_add(&s->collapse_failures, 1, __ATOMIC_RELAXED);
+			return 0;
+		}
+	}
+	lock_acquire(&h->lock);
+	int done = pageheap_collapse_done_locked(h, addr);
+	lock_release(&h->lock);
+	return done;
+}
+
+size_t scav_collapse_step(struct pa_scavenger *s)
+{
+	int state = __atomic_load_n(&s->thp_state, __ATOMIC_RELAXED);
+	unsigned thp = __atomic_load_n(&s->conf.thp, __ATOMIC_RELAXED);
+	if (thp == PA_THP_OFF || (state != PA_THP_STATE_COLLAPSE && state != PA_THP_STATE_HINT))
+		return 0;
+	const unsigned min_alloc = s->hp_pages - s->hp_pages / SCAV_DENSE_SHARE;
+	size_t done = 0;
+	for (unsigned i = 0; i < s->nheaps && done == 0; i++) {
+		struct pa_pageheap *h = s->heaps[i];
+		uintptr_t base = 0;
+		lock_acquire(&h->lock);
+		unsigned dense = pageheap_collapse_find_locked(
+		    h, &s->collapse_cursor[i], SCAV_COLLAPSE_CHUNKS, min_alloc, &base);
+		lock_release(&h->lock);
+		for (unsigned hp = 0; dense >> hp != 0; hp++)
+			if (dense >> hp & 1)
+				done += (size_t)collapse_one(
+				    s, h, base + (uintptr_t)hp * s->hp_pages * PA_PAGE_SIZE, state);
+	}
+	return done;
+}
+
+/* Whether the thread may look for huge pages to collapse now: a pass that
+ * reached the bottom of every heap waits SCAV_COLLAPSE_PASS_NS. */
+static int collapse_due(struct pa_scavenger *s, uint64_t now)
+{
+	for (unsigned i = 0; i < s->nheaps; i++)
+		if (s->collapse_cursor[i] != SIZE_MAX)
+			return 1;
+	if (now < s->collapse_pass_ns)
+		return 0;
+	s->collapse_pass_ns = now + SCAV_COLLAPSE_PASS_NS;
+	return 1;
+}
+
 /* ---- the memory limit ----------------------------------------------------- */
 
 /* Resident bytes of all the heaps past the limit (0: none, or under it,
@@ -293,7 +395,9 @@ static void *scav_main(void *arg)
 	struct pa_scavenger *s = arg;
 	struct pa_pageheap *h = s->heaps[0]; /* keeps the clock that all share */
 	os_block_signals();
-	s->hp_pages = (unsigned)(os_thp_bytes() / PA_PAGE_SIZE);
+	struct os_thp machine;
+	os_thp_read(&machine);
+	scav_thp_setup(s, &machine);
 	uint64_t t0 = os_now_ns(), cpu_prev = os_thread_cpu_ns();
 	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
 		uint32_t *word = __atomic_load_n(&s->wake_word, __ATOMIC_RELAXED);
@@ -301,7 +405,7 @@ static void *scav_main(void *arg)
 		uint32_t now = (uint32_t)((os_now_ns() - t0) / 1000000u);
 		for (unsigned i = 0; i < s->nheaps; i++)
 			__atomic_store_n(&s->heaps[i]->epoch, now, __ATOMIC_RELAXED);
-		size_t released = 0;
+		size_t released = 0, collapsed = 0;
 		if (excess_bytes(s) != 0)
 			on_pressure(s); /* over the limit: no delay, no pacing */
 		else if (__atomic_load_n(&s->conf.enabled, __ATOMIC_RELAXED)) {
@@ -312,6 +416,9 @@ static void *scav_main(void *arg)
 			if (sweep != NULL && sweep(__atomic_load_n(&h->epoch, __ATOMIC_RELAXED),
 			                           delay, released != 0) != 0)
 				released = 1;
+			/* Backing comes after giving back: a step does one. */
+			if (released == 0 && collapse_due(s, os_now_ns()))
+				collapsed = scav_collapse_step(s);
 		}
 		uint64_t cpu = os_thread_cpu_ns(), cost = cpu - cpu_prev;
 		cpu_prev = cpu;
@@ -329,14 +436,18 @@ static void *scav_main(void *arg)
 		}
 		__atomic_fetch_add(&s->cpu_ns, cost, __ATOMIC_RELAXED);
 		uint64_t sleep_ns = SCAV_IDLE_NS;
-		if (released != 0) {
+		if (released != 0 || collapsed != 0) {
 			if (cost < SCAV_COST_MIN_NS)
 				cost = SCAV_COST_MIN_NS;
 			if (cost > SCAV_COST_MAX_NS)
 				cost = SCAV_COST_MAX_NS;
-			s->ewma_cost_ns = s->ewma_cost_ns ? (s->ewma_cost_ns + cost) / 2 : cost;
-			unsigned pct = scav_pace(s);
-			sleep_ns = s->ewma_cost_ns * (100u - pct) / pct;
+			/* Releases and collapses keep an EWMA each: a collapse
+			 * costs milliseconds, a release microseconds, and one
+			 * must not stretch the other's sleeps. */
+			uint64_t *ewma = released != 0 ? &s->ewma_cost_ns : &s->ewma_collapse_ns;
+			*ewma = *ewma ? (*ewma + cost) / 2 : cost;
+			unsigned pct = released != 0 ? scav_pace(s) : SCAV_COLLAPSE_PERCENT;
+			sleep_ns = *ewma * (100u - pct) / pct;
 			if (sleep_ns > SCAV_SLEEP_MAX_NS)
 				sleep_ns = SCAV_SLEEP_MAX_NS;
 		}

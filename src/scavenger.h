@@ -40,6 +40,24 @@ struct pa_scav_config {
 	size_t memory_limit_hard; /* bytes the heap may map, 0: none (pageheap.h) */
 	unsigned delay_ms;        /* free this long before the background releases it */
 	unsigned burst_percent;   /* CPU share while the heap shrinks (see scav_pace), >= percent */
+	unsigned thp;             /* enum pa_thp_conf: what the scavenger does for huge pages */
+};
+
+/* The thp= key: off (nothing), auto (collapse dense huge pages from the
+ * thread), always (auto, and every new arena asks for huge pages at fault). */
+enum pa_thp_conf { PA_THP_OFF, PA_THP_AUTO, PA_THP_ALWAYS };
+
+/* What the scavenger does about huge pages, as found when its thread
+ * started (pa_stats' thp_state; the story says it in words). */
+enum pa_thp_state {
+	PA_THP_STATE_UNKNOWN,  /* the thread has not started */
+	PA_THP_STATE_OFF,      /* thp=off (pa_stats says so; the thread keeps what
+	                        * the machine allows, for the key may change) */
+	PA_THP_STATE_NEVER,    /* the machine's THP is "never": 4 KiB pages only */
+	PA_THP_STATE_COLLAPSE, /* MADV_COLLAPSE of dense huge pages, from the thread */
+	PA_THP_STATE_HINT,     /* no MADV_COLLAPSE: MADV_HUGEPAGE on dense huge pages
+	                        * (defrag cannot stall a fault), khugepaged backs them */
+	PA_THP_STATE_UNUSABLE, /* no MADV_COLLAPSE, and defrag would stall faults */
 };
 
 /* Page heaps one scavenger paces over at most: a NUMA machine's nodes'. */
@@ -57,9 +75,18 @@ struct pa_scavenger {
 	struct pa_pageheap *heaps[PA_SCAV_MAX_HEAPS];
 	struct pa_pagecache_set *caches[PA_SCAV_MAX_HEAPS]; /* may be NULL */
 	unsigned nheaps;
-	unsigned next_heap;   /* where the next background step starts (the thread's) */
-	unsigned hp_pages;    /* huge page in heap pages (0: THP not in use); set
-	                       * by the thread when it starts (its only reader) */
+	unsigned next_heap; /* where the next background step starts (the thread's) */
+	/* Set by the thread when it starts (its only writer): hp_pages, the
+	 * huge page in heap pages (0: THP "never"); thp_kernel_always: the
+	 * kernel backs every region with huge pages unasked, so no free huge
+	 * page is split by the background; thp_state (atomic: the stats read
+	 * it). The collapse cursors (one per heap, pageheap_collapse_find) and
+	 * the time the next collapse pass may start are the thread's own. */
+	unsigned hp_pages;
+	int thp_kernel_always;
+	int thp_state;
+	size_t collapse_cursor[PA_SCAV_MAX_HEAPS];
+	uint64_t collapse_pass_ns;
 	pa_lock release_lock; /* one releaser at a time (thread, limit, explicit) */
 
 	/* Configuration: read with atomics each step, so it may change live. */
@@ -75,7 +102,8 @@ struct pa_scavenger {
 	 * thread (and scav_init, a forked child), read by wakers (atomic). */
 	uint32_t *wake_word;
 	pthread_t thread;
-	uint64_t ewma_cost_ns;
+	uint64_t ewma_cost_ns;     /* a release step's cost (the thread's) */
+	uint64_t ewma_collapse_ns; /* a collapse step's cost (the thread's) */
 	/* The layer above's own release (the malloc layer's span sweep and
 	 * stash decay): called by the thread at every wake while enabled, with
 	 * the epoch, scavenge_delay_ms and whether the heap released pages in
@@ -90,11 +118,13 @@ struct pa_scavenger {
 	uint64_t (*publish)(uint32_t **wake_word);
 
 	/* Statistics (atomics). */
-	uint64_t released_bytes;  /* released over the process's life */
-	uint64_t releases;        /* madvise calls */
-	uint64_t cpu_ns;          /* CPU time of the background thread */
-	uint64_t limit_overruns;  /* over the limit with nothing left to release */
-	uint64_t failed_releases; /* madvise refused */
+	uint64_t released_bytes;    /* released over the process's life */
+	uint64_t releases;          /* madvise calls */
+	uint64_t cpu_ns;            /* CPU time of the background thread */
+	uint64_t limit_overruns;    /* over the limit with nothing left to release */
+	uint64_t failed_releases;   /* madvise refused */
+	uint64_t collapse_failures; /* MADV_COLLAPSE refused (the heap counts successes) */
+	uint64_t collapse_sparse;   /* dense huge pages left alone: too few pages resident */
 };
 
 void scav_init(struct pa_scavenger *s, struct pa_pageheap *heap, struct pa_pagecache_set *caches,
@@ -122,6 +152,23 @@ size_t scav_release(struct pa_scavenger *s, size_t bytes, int force);
 /* One background step, for tests: release at most one candidate that has
  * been free for min_age epochs. Returns pages released. */
 size_t scav_step(struct pa_scavenger *s, uint32_t min_age);
+
+/*
+ * One collapse step, for tests and the thread: back with a huge page each
+ * dense huge page (pageheap_collapse_find_locked, at least 15/16 of its
+ * heap pages allocated and none released) of the next chunk that has any,
+ * if at least 15/16 of its OS pages are resident already (mincore: a huge
+ * page never costs more than 1/16 of it in new resident memory), with the
+ * heap lock dropped for the madvise. Returns huge pages collapsed (or
+ * hinted, PA_THP_STATE_HINT). Needs hp_pages and thp_state set.
+ */
+size_t scav_collapse_step(struct pa_scavenger *s);
+
+/* Apply what the thread found of the machine (os_thp_read) and of the
+ * configuration to s and its heaps; the thread calls it when it starts,
+ * tests with a made-up machine. */
+struct os_thp;
+void scav_thp_setup(struct pa_scavenger *s, const struct os_thp *machine);
 
 /* After fork, in the child: the thread is gone; locks are reset. */
 void scav_after_fork_child(struct pa_scavenger *s);

@@ -163,6 +163,7 @@ struct proc_figures {
 	uint64_t rss;        /* VmRSS */
 	uint64_t rollup_rss; /* smaps_rollup Rss */
 	uint64_t rollup_anon;
+	uint64_t rollup_huge; /* smaps_rollup AnonHugePages */
 	uint64_t lifetime_ns; /* since the process started (UNKNOWN if not known) */
 };
 
@@ -211,7 +212,7 @@ static void proc_read(struct proc_figures *f)
 		memcpy(f->cmd, buf, n);
 		f->cmd[n] = '\0';
 	}
-	f->hwm = f->rss = f->rollup_rss = f->rollup_anon = UNKNOWN;
+	f->hwm = f->rss = f->rollup_rss = f->rollup_anon = f->rollup_huge = UNKNOWN;
 	if (os_read_file("/proc/self/status", buf, sizeof(buf)) > 0) {
 		f->hwm = proc_kb(buf, "VmHWM:");
 		f->rss = proc_kb(buf, "VmRSS:");
@@ -219,6 +220,7 @@ static void proc_read(struct proc_figures *f)
 	if (os_read_file("/proc/self/smaps_rollup", buf, sizeof(buf)) > 0) {
 		f->rollup_rss = proc_kb(buf, "Rss:");
 		f->rollup_anon = proc_kb(buf, "Anonymous:");
+		f->rollup_huge = proc_kb(buf, "AnonHugePages:");
 	}
 	f->lifetime_ns = proc_lifetime_ns();
 }
@@ -416,6 +418,54 @@ static void print_numa(struct out *o)
 		}
 		out_str(o, "\n");
 	}
+}
+
+/* Huge pages: the configuration, the machine's mode, what the scavenger did
+ * (pa_stats' thp_state) and the kernel's own count beside ours. */
+static void print_huge(struct out *o, const struct pa_stats *s, uint64_t kernel_huge)
+{
+	static const char *const conf_names[] = {"off", "auto", "always"};
+	static const char *const machine_names[] = {"never", "madvise", "always"};
+	static const char *const doing[] = {
+	    "not yet (the scavenger thread has not started)",
+	    "nothing (thp=off)",
+	    "nothing: the machine's transparent huge pages are \"never\"; the heap runs on "
+	    "4 KiB pages",
+	    "collapsing dense 2 MiB regions from the scavenger thread (MADV_COLLAPSE)",
+	    "asking for huge pages on dense 2 MiB regions (MADV_HUGEPAGE; this kernel has no "
+	    "MADV_COLLAPSE)",
+	    "nothing: this kernel has no MADV_COLLAPSE and its THP defrag setting would stall "
+	    "page faults",
+	};
+	struct os_thp m;
+	os_thp_read(&m);
+	size_t conf = __atomic_load_n(&pa_conf.thp, __ATOMIC_RELAXED);
+	out_str(o, "huge pages\n");
+	out_row(o, "mode");
+	out_str(o, "thp=");
+	out_str(o, conf < 3 ? conf_names[conf] : "?");
+	out_str(o, "; the machine's THP: ");
+	out_str(o, machine_names[m.mode]);
+	out_str(o, "\n");
+	out_row(o, "doing");
+	out_str(o, s->thp_state >= 0 && s->thp_state < 6 ? doing[s->thp_state] : "?");
+	out_str(o, "\n");
+	out_row(o, "backed");
+	out_mib(o, s->huge_bytes);
+	out_str(o, " of the heap (");
+	out_pct(o, s->huge_bytes, s->heap_mapped - s->heap_released);
+	out_str(o, " of its resident pages); the kernel's AnonHugePages ");
+	out_known_mib(o, kernel_huge);
+	out_str(o, " (the whole process)\n");
+	out_row(o, "events");
+	out_uint(o, s->huge_collapses);
+	out_str(o, " collapses, ");
+	out_uint(o, s->huge_splits);
+	out_str(o, " split, ");
+	out_uint(o, s->huge_freed);
+	out_str(o, " released whole, ");
+	out_uint(o, s->collapse_failures);
+	out_str(o, " collapses refused\n");
 }
 
 static void print_pages(struct out *o, const struct pa_stats *s, uint64_t lifetime_ns)
@@ -693,6 +743,7 @@ static void report_to(struct out *o, enum when when, int sig)
 		pa_stats(&s);
 		print_heap(o, &ms);
 		print_pages(o, &s, f.lifetime_ns);
+		print_huge(o, &s, f.rollup_huge);
 		print_metadata(o, &s);
 		print_profile(o);
 		print_rss_vs_heap(o, f.rss, ms.heap_usage);

@@ -36,6 +36,9 @@
 
 #include "bits.h"
 #include "chunk.h"
+#include "config.h"
+#include "os.h"
+#include "pagealloc.h"
 #include "pageheap.h"
 #include "scavenger.h"
 
@@ -176,6 +179,7 @@ struct cand_case {
 	int force;
 	unsigned hp_pages, max_pages;
 	unsigned want_start, want_n; /* want_n == 0: no candidate */
+	unsigned split;              /* huge pages that may be split (not backed whole); 0: none */
 };
 
 #define ALL PA_CHUNK_PAGES
@@ -184,48 +188,58 @@ struct cand_case {
 /* clang-format off */
 static const struct cand_case cand_cases[] = {
     /* Go's edge classes, with 8 KiB heap pages (min = 1). */
-    {"all_free_is_one_run", {{0}}, {{0}}, 0, 0, ALL, 0, ALL},
-    {"all_scavenged_has_none", {{0}}, {{0, ALL}}, 0, 0, ALL, 0, 0},
-    {"none_free_has_none", {{0, ALL}}, {{0}}, 0, 0, ALL, 0, 0},
-    {"free_page_0_at_chunk_bottom", {{1, ALL - 1}}, {{0}}, 0, 0, ALL, 0, 1},
-    {"free_page_511_at_chunk_top", {{0, ALL - 1}}, {{0}}, 0, 0, ALL, ALL - 1, 1},
-    {"pages_0_and_511_free_takes_the_top", {{1, ALL - 2}}, {{0}}, 0, 0, ALL, ALL - 1, 1},
-    {"one_free_page", {{0, 40}, {41, ALL - 41}}, {{0}}, 0, 0, ALL, 40, 1},
-    {"one_free_page_already_scavenged", {{0, 40}, {41, ALL - 41}}, {{40, 1}}, 0, 0, ALL, 0, 0},
-    {"mixed_scavenged_and_resident_pair", {{0, 40}, {42, ALL - 42}}, {{40, 1}}, 0, 0, ALL, 41, 1},
-    {"multi_skips_scavenged_top_page", {{0, 63}, {65, 20}, {87, ALL - 87}}, {{86, 1}}, 0, 0, ALL, 85, 1},
-    {"bottom_edge_64_with_full", {{64, 64}, {131, ALL - 131}}, {{1, 10}}, 0, 0, 3, 128, 3},
-    {"bottom_edge_64_with_pocket", {{64, 62}, {127, 1}, {131, ALL - 131}}, {{1, 10}}, 0, 0, 3, 128, 3},
+    {"all_free_is_one_run", {{0}}, {{0}}, 0, 0, ALL, 0, ALL, 0},
+    {"all_scavenged_has_none", {{0}}, {{0, ALL}}, 0, 0, ALL, 0, 0, 0},
+    {"none_free_has_none", {{0, ALL}}, {{0}}, 0, 0, ALL, 0, 0, 0},
+    {"free_page_0_at_chunk_bottom", {{1, ALL - 1}}, {{0}}, 0, 0, ALL, 0, 1, 0},
+    {"free_page_511_at_chunk_top", {{0, ALL - 1}}, {{0}}, 0, 0, ALL, ALL - 1, 1, 0},
+    {"pages_0_and_511_free_takes_the_top", {{1, ALL - 2}}, {{0}}, 0, 0, ALL, ALL - 1, 1, 0},
+    {"one_free_page", {{0, 40}, {41, ALL - 41}}, {{0}}, 0, 0, ALL, 40, 1, 0},
+    {"one_free_page_already_scavenged", {{0, 40}, {41, ALL - 41}}, {{40, 1}}, 0, 0, ALL, 0, 0, 0},
+    {"mixed_scavenged_and_resident_pair", {{0, 40}, {42, ALL - 42}}, {{40, 1}}, 0, 0, ALL, 41, 1, 0},
+    {"multi_skips_scavenged_top_page", {{0, 63}, {65, 20}, {87, ALL - 87}}, {{86, 1}}, 0, 0, ALL, 85, 1, 0},
+    {"bottom_edge_64_with_full", {{64, 64}, {131, ALL - 131}}, {{1, 10}}, 0, 0, 3, 128, 3, 0},
+    {"bottom_edge_64_with_pocket", {{64, 62}, {127, 1}, {131, ALL - 131}}, {{1, 10}}, 0, 0, 3, 128, 3, 0},
     /* Runs and words. */
-    {"run_straddles_a_64_page_word", {{0, 60}, {70, ALL - 70}}, {{0}}, 0, 0, ALL, 60, 10},
-    {"run_spans_whole_words", {{0, 10}, {300, ALL - 300}}, {{0}}, 0, 0, ALL, 10, 290},
-    {"run_below_a_full_top_word", {{448, 64}}, {{0}}, 0, 0, ALL, 0, 448},
-    {"run_stops_at_a_scavenged_page", {{0}}, {{100, 1}}, 0, 0, ALL, 101, ALL - 101},
-    {"run_below_a_scavenged_top", {{0}}, {{500, 12}}, 0, 0, ALL, 0, 500},
+    {"run_straddles_a_64_page_word", {{0, 60}, {70, ALL - 70}}, {{0}}, 0, 0, ALL, 60, 10, 0},
+    {"run_spans_whole_words", {{0, 10}, {300, ALL - 300}}, {{0}}, 0, 0, ALL, 10, 290, 0},
+    {"run_below_a_full_top_word", {{448, 64}}, {{0}}, 0, 0, ALL, 0, 448, 0},
+    {"run_stops_at_a_scavenged_page", {{0}}, {{100, 1}}, 0, 0, ALL, 101, ALL - 101, 0},
+    {"run_below_a_scavenged_top", {{0}}, {{500, 12}}, 0, 0, ALL, 0, 500, 0},
     /* max_pages trims from the top: the highest pages go first. */
-    {"run_trimmed_from_the_top_by_max", {{0, 10}, {300, ALL - 300}}, {{0}}, 0, 0, 100, 200, 100},
-    {"run_exactly_max_long", {{0, 60}, {70, ALL - 70}}, {{0}}, 0, 0, 10, 60, 10},
-    {"run_one_longer_than_max", {{0, 60}, {70, ALL - 70}}, {{0}}, 0, 0, 9, 61, 9},
-    {"whole_chunk_trimmed_to_half", {{0}}, {{0}}, 0, 0, 256, 256, 256},
-    {"whole_chunk_trimmed_to_one_page", {{0}}, {{0}}, 0, 0, 1, ALL - 1, 1},
-    {"force_without_huge_pages_is_the_same", {{0, 60}, {70, ALL - 70}}, {{0}}, 1, 0, ALL, 60, 10},
+    {"run_trimmed_from_the_top_by_max", {{0, 10}, {300, ALL - 300}}, {{0}}, 0, 0, 100, 200, 100, 0},
+    {"run_exactly_max_long", {{0, 60}, {70, ALL - 70}}, {{0}}, 0, 0, 10, 60, 10, 0},
+    {"run_one_longer_than_max", {{0, 60}, {70, ALL - 70}}, {{0}}, 0, 0, 9, 61, 9, 0},
+    {"whole_chunk_trimmed_to_half", {{0}}, {{0}}, 0, 0, 256, 256, 256, 0},
+    {"whole_chunk_trimmed_to_one_page", {{0}}, {{0}}, 0, 0, 1, ALL - 1, 1, 0},
+    {"force_without_huge_pages_is_the_same", {{0, 60}, {70, ALL - 70}}, {{0}}, 1, 0, ALL, 60, 10, 0},
     /* Huge pages (256 heap pages), background policy: whole free huge pages only. */
-    {"hp_all_free_takes_the_top_huge_page", {{0}}, {{0}}, 0, HP, ALL, HP, HP},
-    {"hp_whole_huge_page_even_if_max_is_one", {{0}}, {{0}}, 0, HP, 1, HP, HP},
-    {"hp_preserve_top", {{0, HP}}, {{0}}, 0, HP, 1, HP, HP},
-    {"hp_preserve_bottom", {{HP + 2, ALL - HP - 2}}, {{0}}, 0, HP, 3, 0, HP},
-    {"hp_partly_scavenged_is_returned_whole", {{0}}, {{300, 100}}, 0, HP, ALL, HP, HP},
-    {"hp_one_resident_page_left_is_returned_whole", {{0}}, {{HP, HP - 1}}, 0, HP, ALL, HP, HP},
-    {"hp_fully_scavenged_top_is_skipped", {{0}}, {{HP, HP}}, 0, HP, ALL, 0, HP},
-    {"hp_both_scavenged_has_none", {{0}}, {{0, ALL}}, 0, HP, ALL, 0, 0},
-    {"hp_one_allocated_top_page_skips_the_huge_page", {{ALL - 1, 1}}, {{0}}, 0, HP, ALL, 0, HP},
-    {"hp_one_allocated_bottom_page_skips_the_huge_page", {{HP, 1}}, {{0}}, 0, HP, ALL, 0, HP},
-    {"hp_every_huge_page_in_use_has_none", {{0, 1}, {ALL - 1, 1}}, {{0}}, 0, HP, ALL, 0, 0},
-    {"hp_run_crossing_huge_pages_is_skipped", {{0, 100}, {400, 112}}, {{0}}, 0, HP, ALL, 0, 0},
+    {"hp_all_free_takes_the_top_huge_page", {{0}}, {{0}}, 0, HP, ALL, HP, HP, 0},
+    {"hp_whole_huge_page_even_if_max_is_one", {{0}}, {{0}}, 0, HP, 1, HP, HP, 0},
+    {"hp_preserve_top", {{0, HP}}, {{0}}, 0, HP, 1, HP, HP, 0},
+    {"hp_preserve_bottom", {{HP + 2, ALL - HP - 2}}, {{0}}, 0, HP, 3, 0, HP, 0},
+    {"hp_partly_scavenged_is_returned_whole", {{0}}, {{300, 100}}, 0, HP, ALL, HP, HP, 0},
+    {"hp_one_resident_page_left_is_returned_whole", {{0}}, {{HP, HP - 1}}, 0, HP, ALL, HP, HP, 0},
+    {"hp_fully_scavenged_top_is_skipped", {{0}}, {{HP, HP}}, 0, HP, ALL, 0, HP, 0},
+    {"hp_both_scavenged_has_none", {{0}}, {{0, ALL}}, 0, HP, ALL, 0, 0, 0},
+    {"hp_one_allocated_top_page_skips_the_huge_page", {{ALL - 1, 1}}, {{0}}, 0, HP, ALL, 0, HP, 0},
+    {"hp_one_allocated_bottom_page_skips_the_huge_page", {{HP, 1}}, {{0}}, 0, HP, ALL, 0, HP, 0},
+    {"hp_every_huge_page_in_use_has_none", {{0, 1}, {ALL - 1, 1}}, {{0}}, 0, HP, ALL, 0, 0, 0},
+    {"hp_run_crossing_huge_pages_is_skipped", {{0, 100}, {400, 112}}, {{0}}, 0, HP, ALL, 0, 0, 0},
     /* Force (memory limit, pa_scavenge): any free run, huge pages split. */
-    {"hp_force_takes_the_highest_free_run", {{0, 1}, {ALL - 1, 1}}, {{0}}, 1, HP, ALL, 1, ALL - 2},
-    {"hp_force_trimmed_by_max_splits_huge_pages", {{ALL - 1, 1}}, {{0}}, 1, HP, HP, HP - 1, HP},
-    {"hp_force_run_above_scavenged_pages", {{ALL - 1, 1}}, {{400, 10}}, 1, HP, ALL, 410, 101},
+    {"hp_force_takes_the_highest_free_run", {{0, 1}, {ALL - 1, 1}}, {{0}}, 1, HP, ALL, 1, ALL - 2, 0},
+    {"hp_force_trimmed_by_max_splits_huge_pages", {{ALL - 1, 1}}, {{0}}, 1, HP, HP, HP - 1, HP, 0},
+    {"hp_force_run_above_scavenged_pages", {{ALL - 1, 1}}, {{400, 10}}, 1, HP, ALL, 410, 101, 0},
+    /* Only some huge pages backed whole (collapsed; THP "madvise"): a
+     * whole free huge page first, wherever it is, then runs of the others,
+     * each within its own huge page. */
+    {"split_highest_run_when_no_huge_page_is_whole", {{0, 10}, {ALL - 1, 1}}, {{0}}, 0, HP, ALL, HP, HP - 1, 3},
+    {"split_whole_free_low_huge_page_before_the_high_runs", {{ALL - 1, 1}}, {{0}}, 0, HP, ALL, 0, HP, 3},
+    {"split_high_run_of_a_huge_page_that_may_split", {{0, 10}, {ALL - 1, 1}}, {{0}}, 0, HP, ALL, HP, HP - 1, 2},
+    {"split_kept_high_huge_page_leaves_the_low_run", {{0, 10}, {ALL - 1, 1}}, {{0}}, 0, HP, ALL, 10, HP - 10, 1},
+    {"split_kept_low_huge_page_and_no_other_has_none", {{0, 10}, {HP, HP}}, {{0}}, 0, HP, ALL, 0, 0, 2},
+    {"split_run_stops_at_the_huge_page_edge", {{0, 100}, {ALL - 1, 1}}, {{0}}, 0, HP, ALL, 100, HP - 100, 1},
+    {"split_run_trimmed_by_max_from_the_top", {{0, 10}, {HP, HP}}, {{0}}, 0, HP, 20, HP - 20, 20, 1},
 };
 /* clang-format on */
 
@@ -244,7 +258,8 @@ static void candidate_case(void **state)
 	for (unsigned w = 0; w < PA_CHUNK_WORDS; w++)
 		c.scav[w] &= ~c.alloc[w];
 	unsigned start = 12345;
-	unsigned n = chunk_scav_candidate(&c, k->force, k->hp_pages, k->max_pages, &start);
+	unsigned n =
+	    chunk_scav_candidate(&c, k->force, k->hp_pages, ~k->split, k->max_pages, &start);
 	assert_int_equal(n, k->want_n);
 	if (k->want_n != 0)
 		assert_int_equal(start, k->want_start);
@@ -530,6 +545,7 @@ static void step_takes_a_whole_free_huge_page_and_skips_one_in_use(void **state)
 {
 	struct fixture *f = *state;
 	f->s.hp_pages = HP;
+	f->s.thp_kernel_always = 1;
 	/* Low huge page: 100 pages already released, the rest resident, all
 	 * free. High huge page: its top page allocated. */
 	static const struct chunk_spec one[] = {{CHUNK(BASE, 0), 0, {{ALL - 1, 1}}, {{0, 100}}}};
@@ -568,6 +584,7 @@ static void shrinking_step_splits_huge_pages_of_a_sparse_chunk(void **state)
 {
 	struct fixture *f = *state;
 	f->s.hp_pages = HP;
+	f->s.thp_kernel_always = 1;
 	static const struct chunk_spec two[] = {
 	    {CHUNK(BASE, 0), 0, {{ALL - 1, 1}}, {{0, 0}}},
 	    {CHUNK(BASE, 1), 0, {{ALL - 1, 1}}, {{0, 0}}},
@@ -581,6 +598,7 @@ static void shrinking_step_splits_huge_pages_of_a_sparse_chunk(void **state)
 	    .enabled = 0, .percent = 1, .delay_ms = 0, .burst_percent = 10};
 	scav_configure(&f->s, &conf);
 	f->s.hp_pages = HP;
+	f->s.thp_kernel_always = 1;
 	assert_int_equal(scav_step(&f->s, 0), 255); /* pages 256..510 */
 	for (unsigned w = 0; w < PA_CHUNK_WORDS; w++)
 		assert_int_equal(hi->scav[w],
@@ -605,6 +623,7 @@ static void shrinking_step_leaves_huge_pages_of_a_dense_chunk_whole(void **state
 	    .enabled = 0, .percent = 1, .delay_ms = 0, .burst_percent = 10};
 	scav_configure(&f->s, &conf);
 	f->s.hp_pages = HP;
+	f->s.thp_kernel_always = 1;
 	static const struct chunk_spec three[] = {
 	    {CHUNK(BASE, 0), 0, {{0, ALL - 16}}, {{0, 0}}},
 	    {CHUNK(BASE, 1), 0, {{0, 0}}, {{0, 0}}},
@@ -768,6 +787,171 @@ static void limit_counts_the_resident_pages_of_both_heaps(void **state)
 	two_heaps_destroy(&t);
 }
 
+/* ---- huge pages: what the scavenger collapses, and what it keeps whole ----- */
+
+/* The machine and configuration set by hand (scav_thp_setup would ask the
+ * kernel): 2 MiB huge pages in "madvise" mode, thp=auto, MADV_COLLAPSE. On a
+ * metadata-only heap a collapse flips the chunk's huge bit, no madvise. */
+static void thp_by_hand(struct fixture *f, unsigned thp)
+{
+	f->s.hp_pages = HP;
+	f->s.thp_kernel_always = 0;
+	f->s.thp_state = PA_THP_STATE_COLLAPSE;
+	f->s.conf.thp = thp;
+	f->s.collapse_cursor[0] = SIZE_MAX;
+	f->h.hp_pages = HP;
+}
+
+/* Chunk 0 wholly in use (two dense huge pages); chunk 1: its low huge page
+ * one page short of 15/16 in use, its high one in use but for one released
+ * page; chunk 2: its high huge page exactly 15/16 in use (the 16 pages
+ * above free and resident), its low one free and resident. */
+static const struct chunk_spec dense_heap[] = {
+    {CHUNK(BASE, 0), 0, {{0, ALL}}, {{0}}},
+    {CHUNK(BASE, 1), 0, {{0, HP * 15 / 16 - 1}, {HP, HP - 1}}, {{ALL - 1, 1}}},
+    {CHUNK(BASE, 2), 0, {{HP, HP * 15 / 16}}, {{0}}},
+};
+
+static void collapse_takes_dense_huge_pages_highest_chunk_first(void **state)
+{
+	struct fixture *f = *state;
+	build(&f->h, dense_heap, 3);
+	thp_by_hand(f, PA_THP_OFF);
+	assert_int_equal(scav_collapse_step(&f->s), 0); /* thp=off: nothing */
+	thp_by_hand(f, PA_THP_AUTO);
+	/* The top chunk's dense huge page, then (chunk 1 has none) both of
+	 * chunk 0's in one step; then the pass is over, and the next finds
+	 * nothing new. */
+	assert_int_equal(scav_collapse_step(&f->s), 1);
+	assert_int_equal(pageheap_chunk(&f->h, CHUNK(BASE, 2))->huge, 2);
+	assert_int_equal(f->h.huge_pages, 1);
+	assert_int_equal(scav_collapse_step(&f->s), 2);
+	assert_int_equal(pageheap_chunk(&f->h, CHUNK(BASE, 0))->huge, 3);
+	assert_int_equal(pageheap_chunk(&f->h, CHUNK(BASE, 1))->huge, 0);
+	assert_int_equal(f->s.collapse_cursor[0], CHUNK(BASE, 0) >> PA_CHUNK_SHIFT);
+	assert_int_equal(scav_collapse_step(&f->s), 0);
+	assert_int_equal(f->s.collapse_cursor[0], SIZE_MAX);
+	assert_int_equal(scav_collapse_step(&f->s), 0);
+	assert_int_equal(f->h.huge_pages, 3);
+	assert_int_equal(f->h.huge_collapses, 3);
+	assert_int_equal(f->h.huge_splits + f->h.huge_freed, 0);
+	assert_int_equal(pageheap_verify(&f->h), 0);
+}
+
+static void background_keeps_collapsed_huge_pages_whole_until_freed_whole(void **state)
+{
+	struct fixture *f = *state;
+	build(&f->h, dense_heap, 3);
+	thp_by_hand(f, PA_THP_AUTO);
+	while (scav_collapse_step(&f->s) != 0)
+		;
+	struct pa_chunk *c2 = pageheap_chunk(&f->h, CHUNK(BASE, 2));
+	struct pa_chunk *c1 = pageheap_chunk(&f->h, CHUNK(BASE, 1));
+	/* Chunk 2's whole free huge page goes first; its collapsed one keeps
+	 * its 16 free pages; chunk 1's low huge page (not collapsed) gives its
+	 * 17 free pages, its high one has none resident. */
+	assert_int_equal(scav_step(&f->s, 0), HP);
+	for (unsigned w = 0; w < PA_CHUNK_WORDS; w++)
+		assert_int_equal(c2->scav[w], w < 4 ? ~(uint64_t)0 : 0);
+	assert_int_equal(scav_step(&f->s, 0), 17);
+	assert_int_equal(c1->scav[3], ~(uint64_t)0 << (HP * 15 / 16 - 1 - 192));
+	assert_int_equal(scav_step(&f->s, 0), 0);
+	assert_int_equal(f->h.huge_pages, 3);
+	assert_int_equal(f->h.huge_splits, 0);
+	/* An explicit release splits chunk 2's. */
+	assert_int_equal(scav_release(&f->s, 0, 1), 16 * PA_PAGE_SIZE);
+	assert_int_equal(c2->huge, 0);
+	assert_int_equal(f->h.huge_splits, 1);
+	assert_int_equal(f->h.huge_pages, 2);
+	/* Chunk 0's low huge page down to 56 pages in use, fewer than half:
+	 * its free run goes, and that splits it. */
+	pageheap_free(&f->h, CHUNK(BASE, 0), 200);
+	assert_int_equal(scav_step(&f->s, 0), 200);
+	assert_int_equal(pageheap_chunk(&f->h, CHUNK(BASE, 0))->huge, 2);
+	assert_int_equal(f->h.huge_splits, 2);
+	assert_int_equal(f->h.huge_pages, 1);
+	lock_acquire(&f->h.lock);
+	assert_int_equal(pageheap_alloc_range_locked(&f->h, CHUNK(BASE, 0), 200), 200);
+	lock_release(&f->h.lock);
+	/* Chunk 0's high huge page freed whole: released whole, not split. */
+	pageheap_free(&f->h, PAGE(CHUNK(BASE, 0), HP), HP);
+	assert_int_equal(scav_step(&f->s, 0), HP);
+	assert_int_equal(pageheap_chunk(&f->h, CHUNK(BASE, 0))->huge, 0);
+	assert_int_equal(f->h.huge_freed, 1);
+	assert_int_equal(f->h.huge_splits, 2);
+	assert_int_equal(f->h.huge_pages, 0);
+	assert_int_equal(pageheap_verify(&f->h), 0);
+}
+
+/* On real memory: a dense huge page whose 4 KiB pages are all resident is
+ * collapsed (or the kernel's refusal counted); one whose pages are only
+ * half resident is left alone, so it never becomes 2 MiB resident. Skipped
+ * where the machine's THP is "never" or the kernel lacks MADV_COLLAPSE. */
+static void collapse_takes_a_resident_huge_page_and_leaves_a_half_touched_one(void **state)
+{
+	(void)state;
+	struct os_thp m;
+	os_thp_read(&m);
+	if (m.mode == OS_THP_NEVER || m.bytes != (size_t)HP * PA_PAGE_SIZE ||
+	    os_collapse(NULL, 0) != 0)
+		skip();
+	struct pa_pageheap h;
+	struct pa_pageheap_opts opts = {0};
+	assert_int_equal(pageheap_init(&h, &opts), 0);
+	struct pa_scavenger s;
+	struct pa_scav_config conf = {.enabled = 0, .percent = 1, .thp = PA_THP_AUTO};
+	scav_init(&s, &h, NULL, &conf);
+	scav_thp_setup(&s, &m);
+	assert_int_equal(s.thp_state, PA_THP_STATE_COLLAPSE);
+	uintptr_t a = pageheap_alloc(&h, ALL, NULL);
+	assert_true(a != 0);
+	assert_int_equal(a % PA_CHUNK_SIZE, 0);
+	memset((void *)a, 1, HP * PA_PAGE_SIZE);                           /* all of the low one */
+	memset((void *)(a + HP * PA_PAGE_SIZE), 1, HP / 2 * PA_PAGE_SIZE); /* half the high one */
+	size_t collapsed = scav_collapse_step(&s);
+	assert_int_equal(collapsed, s.collapse_failures == 0 ? 1 : 0);
+	assert_int_equal(s.collapse_sparse, 1);
+	assert_int_equal(h.huge_collapses + s.collapse_failures, 1);
+	assert_int_equal(pageheap_chunk(&h, a)->huge, h.huge_collapses == 1 ? 1 : 0);
+	/* The high huge page is still half resident. */
+	assert_int_equal(os_resident_pages((void *)(a + HP * PA_PAGE_SIZE), HP * PA_PAGE_SIZE),
+	                 HP * PA_PAGE_SIZE / 2 / os_page_size());
+	pageheap_free(&h, a, ALL);
+	pageheap_destroy(&h);
+}
+
+/* A machine whose THP is "never": no huge page size, nothing to collapse,
+ * and the state the story turns into its one line. */
+static void thp_never_machine_collapses_nothing(void **state)
+{
+	struct fixture *f = *state;
+	build(&f->h, dense_heap, 3);
+	f->s.conf.thp = PA_THP_AUTO;
+	const struct os_thp never = {OS_THP_NEVER, 1, 0};
+	scav_thp_setup(&f->s, &never);
+	assert_int_equal(f->s.thp_state, PA_THP_STATE_NEVER);
+	assert_int_equal(f->s.hp_pages, 0);
+	assert_int_equal(f->h.hp_pages, 0);
+	assert_int_equal(scav_collapse_step(&f->s), 0);
+	assert_int_equal(f->h.huge_collapses, 0);
+}
+
+/* The thp= key: its three words, and nothing else. */
+static void thp_key_parses_off_auto_always(void **state)
+{
+	(void)state;
+	assert_int_equal(pa_conf.thp, PA_THP_AUTO); /* the default */
+	assert_int_equal(pa_config_set("thp", "always"), 0);
+	assert_int_equal(pa_conf.thp, PA_THP_ALWAYS);
+	assert_int_equal(pa_config_set("thp", "off"), 0);
+	assert_int_equal(pa_conf.thp, PA_THP_OFF);
+	assert_int_equal(pa_config_set("thp", "madvise"), -1);
+	assert_int_equal(pa_config_set("thp", ""), -1);
+	assert_int_equal(pa_conf.thp, PA_THP_OFF);
+	assert_int_equal(pa_config("thp=auto,thp=never"), 1);
+	assert_int_equal(pa_conf.thp, PA_THP_AUTO);
+}
+
 int main(void)
 {
 	static struct CMUnitTest cand_tests[NCAND];
@@ -803,6 +987,13 @@ int main(void)
 	    cmocka_unit_test(step_takes_the_heaps_in_turn),
 	    cmocka_unit_test(release_takes_the_highest_heap_first_then_the_next),
 	    cmocka_unit_test(limit_counts_the_resident_pages_of_both_heaps),
+	    cmocka_unit_test_setup_teardown(collapse_takes_dense_huge_pages_highest_chunk_first,
+	                                    setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        background_keeps_collapsed_huge_pages_whole_until_freed_whole, setup, teardown),
+	    cmocka_unit_test(collapse_takes_a_resident_huge_page_and_leaves_a_half_touched_one),
+	    cmocka_unit_test_setup_teardown(thp_never_machine_collapses_nothing, setup, teardown),
+	    cmocka_unit_test(thp_key_parses_off_auto_always),
 	};
 	int failed = cmocka_run_group_tests_name("chunk_scav_candidate", cand_tests, NULL, NULL);
 	failed += cmocka_run_group_tests_name("scavenger", tests, NULL, NULL);

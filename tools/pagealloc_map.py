@@ -54,7 +54,7 @@ HEADER_FIELDS = ("magic version header_bytes page_size chunk_pages nchunks nclas
                  "time_ns").split()
 PAGE = struct.Struct("=BBBBHH")  # struct heapmap_page
 KINDS = ("free", "released", "cached", "small", "large", "large_free", "other")
-FIRST, SAMPLED = 1, 2
+FIRST, SAMPLED, HUGE = 1, 2, 4
 WAIT_S = 10  # the longest `map` waits for the process's answer
 
 Page = collections.namedtuple("Page", "kind cls flags inuse objects")
@@ -72,13 +72,14 @@ def read_map(path):
 
         {"pid", "time" (s since the epoch), "page_size", "chunk_pages",
          "class_size": [bytes per object of each class; 0: large],
-         "pages": {kind: pages}, "small_objects", "small_bytes",
+         "pages": {kind: pages}, "huge_pages" (pages in collapsed huge
+         pages), "small_objects", "small_bytes",
          "large_objects", "large_free_objects",
          "chunks": [{"base": address, "pages": [Page(kind, cls, flags,
                                                      inuse, objects)]}]}
 
     kind is one of KINDS; flags has FIRST (a span's or large object's first
-    page) and SAMPLED. Raises MapError for a file that is not a whole map."""
+    page), SAMPLED and HUGE. Raises MapError for a file that is not a whole map."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -118,6 +119,7 @@ def read_map(path):
         "chunk_pages": npages,
         "class_size": class_size,
         "pages": {k: pages_by_kind[i] for i, k in enumerate(KINDS)},
+        "huge_pages": pages_by_kind[len(KINDS)],
         "small_objects": small_objects,
         "small_bytes": small_bytes,
         "large_objects": large_objects,
@@ -184,7 +186,8 @@ def totals(m):
     ps = m["page_size"]
     t = {"pid": m["pid"], "time": m["time"], "chunks": len(m["chunks"]),
          "heap_sys": len(m["chunks"]) * m["chunk_pages"] * ps,
-         "bytes": {k: m["pages"][k] * ps for k in KINDS}}
+         "bytes": {k: m["pages"][k] * ps for k in KINDS},
+         "huge_bytes": m.get("huge_pages", 0) * ps}
     b = t["bytes"]
     t["heap_inuse"] = t["heap_sys"] - b["free"] - b["released"] - b["cached"]
     t["small_objects"], t["small_object_bytes"] = m["small_objects"], m["small_bytes"]
@@ -282,6 +285,7 @@ def legend_lines(t):
     lines.append((None, "%d chunks of 4 MiB: heap_sys %s, in use %s, released %s" %
                    (t["chunks"], human(t["heap_sys"]), human(t["heap_inuse"]),
                     human(t["bytes"]["released"]))))
+    lines.append((None, "in huge pages the scavenger collapsed: %s" % human(t["huge_bytes"])))
     return lines
 
 

@@ -310,12 +310,28 @@ def cmd_profile(pid, out):
     return 0
 
 
+def smaps_rollup_bytes(pid, key):
+    """A "KEY: N kB" figure of /proc/PID/smaps_rollup in bytes, or None."""
+    try:
+        with open("/proc/%d/smaps_rollup" % pid) as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def cmd_json(pid):
     live = Live(pid)
     note = "" if live.refresh() else live.unanswered()
     h, figs, _ = live.read()
     out = {"pid": pid, "time": h["update_ns"] / 1e9}
     out.update(figs)
+    # The kernel's huge pages for the whole process, beside the heap's own
+    # huge_bytes: read here, not in the process (smaps_rollup walks every
+    # page table under the mmap lock, which the scavenger thread must not).
+    out["anon_huge_bytes"] = smaps_rollup_bytes(pid, "AnonHugePages")
     sys.stderr.write(note)
     print(json.dumps(out, sort_keys=False))
     return 0

@@ -49,10 +49,15 @@ def build_map(path, magic=b"PAHEAPMP", version=1, cut=0):
         for p in range(p0, p0 + n):
             flags = pm.FIRST if (c, p) in FIRST_PAGES else 0
             pages[c][p] = (KIND[kind], cls, flags, inuse, objects)
+    # Chunk 0's low huge page (pages 0-255) was collapsed.
+    for p in range(256):
+        kind, cls, flags, inuse, objects = pages[0][p]
+        pages[0][p] = (kind, cls, flags | pm.HUGE, inuse, objects)
     counts = [0] * 8
     for chunk in pages:
         for r in chunk:
             counts[r[0]] += 1
+    counts[7] = 256
     header = struct.pack("=8sIIIIII QQ 8Q QQQQ", magic, version, 144, 8192, 512, 2, 66, 4242,
                          1700000000 * 10**9, *counts, 1 + 128 + 128, 16 + 128 * 64 + 128 * 32,
                          2, 1)
@@ -85,8 +90,11 @@ class MapTest(unittest.TestCase):
         self.assertEqual((m["page_size"], m["chunk_pages"]), (8192, 512))
         self.assertEqual(m["class_size"][:5], [0, 16, 32, 48, 64])
         self.assertEqual([c["base"] for c in m["chunks"]], [BASE, BASE + CHUNK])
-        self.assertEqual(m["chunks"][0]["pages"][0], pm.Page("small", 1, pm.FIRST, 1, 512))
-        self.assertEqual(m["chunks"][0]["pages"][4], pm.Page("large", 0, 0, 0, 0))
+        self.assertEqual(m["chunks"][0]["pages"][0],
+                         pm.Page("small", 1, pm.FIRST | pm.HUGE, 1, 512))
+        self.assertEqual(m["chunks"][0]["pages"][4], pm.Page("large", 0, pm.HUGE, 0, 0))
+        self.assertEqual(m["chunks"][0]["pages"][256], pm.Page("released", 0, 0, 0, 0))
+        self.assertEqual(m["huge_pages"], 256)
         self.assertEqual(m["chunks"][1]["pages"][19], pm.Page("large", 0, 0, 0, 0))
         self.assertEqual(m["chunks"][1]["pages"][20], pm.Page("released", 0, 0, 0, 0))
         large = 8 + 12 + 20

@@ -123,6 +123,7 @@ static const struct ref_key ref_keys[] = {
     {"map_prefix", REF_PATH, FIELD(map_prefix), 0, PA_CONF_PATH_MAX - 1, {NULL}},
     {"numa", REF_WORD, FIELD(numa), 0, 0, {"off", "on", "interleave", NULL}},
     {"numa_fake", REF_UINT, FIELD(numa_fake), 0, 8, {NULL}},
+    {"thp", REF_WORD, FIELD(thp), 0, 0, {"off", "auto", "always", NULL}},
 };
 
 /* A REF_PATH key's string in c. */
