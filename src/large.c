@@ -135,7 +135,7 @@ static struct pa_span *slots_take(struct pa_large_slots *ls, size_t npages)
 		return NULL;
 	for (unsigned k = ls->n; k-- > 0;) {
 		struct pa_span *s = ls->span[k];
-		if (s->npages < npages || s->npages > npages + npages / 8)
+		if (!large_pages_fit(s->npages, npages))
 			continue;
 		large_slot_remove(ls, k);
 		span_bit_set(s, 0, 1);

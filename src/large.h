@@ -98,6 +98,14 @@ static inline size_t large_pages_of(size_t n)
 	return (n >> PA_PAGE_SHIFT) + ((n & (PA_PAGE_SIZE - 1)) != 0);
 }
 
+/* May a request for npages pages be served by a free large block of
+ * `have` pages? Up to an eighth more (the large slots' reuse, large.c). A
+ * sized free accepts the same sizes for a block. */
+static inline int large_pages_fit(size_t have, size_t npages)
+{
+	return have >= npages && have <= npages + npages / 8;
+}
+
 /* May a large block of n bytes at an `align`-aligned address (a power of
  * two) be tried for: n at most PTRDIFF_MAX, its pages and the extra pages
  * of its alignment at most LARGE_MAX_PAGES? */

@@ -798,7 +798,7 @@ static int sized_ok(const struct pa_span *s, size_t size, size_t align, int exac
 	if (r != NULL && prof_sample_usable(r) < s->npages * PA_PAGE_SIZE)
 		return 0; /* a small class's sample, not whole pages */
 	size_t pages = large_pages_of(size);
-	return (pages != 0 ? pages : 1) == s->npages && (cls == 0 || !exact);
+	return large_pages_fit(s->npages, pages != 0 ? pages : 1) && (cls == 0 || !exact);
 }
 
 /* func(p, size): the size is not the block's. The report names the size
@@ -849,9 +849,13 @@ sized_fault(const char *func, void *p, size_t size, size_t align, const struct p
 		msg_str(&m, " to ");
 		msg_uint(&m, pa_sizeclasses[cls].size);
 	} else {
+		/* The fewest pages it may have been asked for (large_pages_fit) */
+		size_t least = s->npages;
+		while (least > 1 && large_pages_fit(s->npages, least - 1))
+			least--;
 		msg_uint(&m, s->npages);
 		msg_str(&m, s->npages == 1 ? " page, which holds " : " pages, which hold ");
-		msg_uint(&m, (s->npages - 1) * PA_PAGE_SIZE + 1);
+		msg_uint(&m, (least - 1) * PA_PAGE_SIZE + 1);
 		msg_str(&m, " to ");
 		msg_uint(&m, usable);
 	}

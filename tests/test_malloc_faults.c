@@ -62,7 +62,7 @@ static size_t stashes_drain(int all)
 	"wrong size: " #n                                                                          \
 	" bytes passed for a 64-byte block (size class 4, which holds 49 to 64 bytes)"
 #define BAD_SIZE_LARGE(n)                                                                          \
-	"wrong size: " #n " bytes passed for a 106496-byte block (13 pages, which hold 98305 to "  \
+	"wrong size: " #n " bytes passed for a 106496-byte block (13 pages, which hold 90113 to "  \
 	"106496 bytes)"
 #define BAD_ALIGN "block does not have that alignment (wrong alignment)"
 #define WRITTEN "write after free"

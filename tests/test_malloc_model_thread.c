@@ -51,6 +51,7 @@
 struct blk {
 	unsigned char *p;
 	size_t n;     /* requested bytes */
+	size_t align; /* requested alignment: 16, or what aligned_alloc was given */
 	uint64_t tag; /* (thread, sequence): seeds the pattern */
 };
 
@@ -247,6 +248,7 @@ static void alloc_into(struct worker *w, struct blk *b)
 		return;
 	b->p = p;
 	b->n = n;
+	b->align = align;
 	new_tag(w, b);
 }
 
@@ -262,6 +264,7 @@ static void realloc_slot(struct worker *w, struct blk *b)
 	b->p = p;
 	verify(w, b, b->n < n ? b->n : n, "after realloc");
 	b->n = n;
+	b->align = 16; /* realloc's block is malloc's */
 	new_tag(w, b);
 }
 
@@ -274,7 +277,13 @@ static void free_blk(struct worker *w, struct blk *b)
 		pa_free(b->p);
 		break;
 	case 1:
-		pa_free_sized(b->p, b->n);
+		/* C23: free_sized for malloc's blocks, free_aligned_sized with
+		 * the alignment asked for for aligned_alloc's (a 1-byte block
+		 * aligned to 8 KiB is an 8 KiB one) */
+		if (b->align > 16)
+			pa_free_aligned_sized(b->p, b->align, b->n);
+		else
+			pa_free_sized(b->p, b->n);
 		break;
 	default: {
 		/* Realloc (to any size), then free. */

@@ -36,7 +36,7 @@ declare -A fault_of=(
 	[delete_aligned_sized_wrong]=$(wrong_size 129 128 "size class 8, which holds 65 to 128 bytes")
 	[delete_sized_large_wrong]=$(wrong_size 40961 40960 "5 pages, which hold 32769 to 40960 bytes")
 	[delete_sized_smaller]=$(wrong_size 8 112 "size class 7, which holds 97 to 112 bytes")
-	[delete_sized_large_smaller]=$(wrong_size 1000 262144 "32 pages, which hold 253953 to 262144 bytes")
+	[delete_sized_large_smaller]=$(wrong_size 1000 262144 "32 pages, which hold 229377 to 262144 bytes")
 	[delete_sized_twice]="block is already free (double free)"
 	[write_after_free]="write after free"
 )
