@@ -27,11 +27,14 @@
 
 /* The figures, in file order; live_figures fills them in this order. */
 static const char *const figure_names[] = {
-    "heap_sys",         "heap_inuse",     "heap_alloc",        "heap_idle",     "heap_released",
-    "span_released",    "heap_usage",     "max_fragmentation", "live_objects",  "large_objects",
-    "large_bytes",      "thread_caches",  "cached_bytes",      "stashed_bytes", "rss",
-    "scavenger_cpu_ns", "released_total", "release_calls",     "cache_free",    "metadata",
-    "memory_limit",     "limit_overruns", "updates",           "stories",
+    "heap_sys",          "heap_inuse",     "heap_alloc",   "heap_idle",
+    "heap_released",     "span_released",  "heap_usage",   "max_fragmentation",
+    "live_objects",      "large_objects",  "large_bytes",  "thread_caches",
+    "cached_bytes",      "stashed_bytes",  "rss",          "scavenger_cpu_ns",
+    "released_total",    "release_calls",  "cache_free",   "metadata",
+    "memory_limit",      "limit_overruns", "updates",      "stories",
+    "memory_limit_auto", "cgroup_version", "cgroup_limit", "cgroup_other",
+    "memory_pressure",
 };
 #define NFIGURES (sizeof(figure_names) / sizeof(figure_names[0]))
 _Static_assert(NFIGURES <= LIVE_MAX_FIGURES, "the figures fit their slots");
@@ -217,12 +220,35 @@ static void live_figures(uint64_t *v)
 	pa_malloc_stats(ms);
 	pa_stats(&s);
 	const uint64_t all[] = {
-	    ms->heap_sys,      ms->heap_inuse,    ms->heap_alloc,  ms->heap_idle,
-	    ms->heap_released, ms->span_released, ms->heap_usage,  ms->max_fragmentation,
-	    ms->live_objects,  ms->large_objects, ms->large_bytes, ms->thread_caches,
-	    ms->cached_bytes,  ms->stashed_bytes, rss_bytes(),     s.scavenger_cpu_ns,
-	    s.released_total,  s.release_calls,   s.cache_free,    s.metadata,
-	    s.memory_limit,    s.limit_overruns,  live.updates,    live.stories,
+	    ms->heap_sys,
+	    ms->heap_inuse,
+	    ms->heap_alloc,
+	    ms->heap_idle,
+	    ms->heap_released,
+	    ms->span_released,
+	    ms->heap_usage,
+	    ms->max_fragmentation,
+	    ms->live_objects,
+	    ms->large_objects,
+	    ms->large_bytes,
+	    ms->thread_caches,
+	    ms->cached_bytes,
+	    ms->stashed_bytes,
+	    rss_bytes(),
+	    s.scavenger_cpu_ns,
+	    s.released_total,
+	    s.release_calls,
+	    s.cache_free,
+	    s.metadata,
+	    s.memory_limit,
+	    s.limit_overruns,
+	    live.updates,
+	    live.stories,
+	    (uint64_t)s.memory_limit_auto,
+	    (uint64_t)s.cgroup_version,
+	    s.cgroup_limit,
+	    s.cgroup_other,
+	    s.memory_pressure < 0 ? UINT64_MAX : (uint64_t)s.memory_pressure,
 	};
 	_Static_assert(sizeof(all) / sizeof(all[0]) == NFIGURES, "a value per figure");
 	memcpy(v, all, sizeof(all));
