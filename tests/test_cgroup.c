@@ -396,6 +396,49 @@ static void auto_limit_is_cgroup_limit_less_a_sixteenth_and_what_is_not_heap(voi
 	remove_tree();
 }
 
+/* Under pressure the thread releases memory free for any time: with
+ * scavenge_delay_ms an hour, 512 pages freed a moment ago all go back. */
+static void pressure_lets_the_thread_release_memory_just_freed(void **state)
+{
+	(void)state;
+	static const struct file tree[] = {
+	    {"/proc/self/cgroup", "0::/svc\n"},
+	    {"/sys/fs/cgroup/svc/memory.max", "max\n"},
+	    {"/sys/fs/cgroup/svc/memory.pressure",
+	     "some avg10=50.00 avg60=9.00 avg300=1.00 total=9\n"},
+	    {NULL, NULL},
+	};
+	make_tree(tree);
+	struct pa_pageheap h;
+	struct pa_pageheap_opts opts = {.metadata_only = 1};
+	assert_int_equal(pageheap_init(&h, &opts), 0);
+	assert_int_equal(pageheap_grow_range(&h, TU_CHUNK(0), PA_CHUNK_PAGES), 0);
+	size_t scav = 0;
+	assert_int_equal(pageheap_alloc(&h, 512, &scav), TU_CHUNK(0));
+	pageheap_free(&h, TU_CHUNK(0), 512);
+	assert_int_equal(h.scav_pages, PA_CHUNK_PAGES - 512);
+
+	struct pa_scavenger s;
+	struct pa_scav_config conf = {
+	    .enabled = 1, .percent = 1, .burst_percent = 10, .delay_ms = 3600000};
+	scav_init(&s, &h, NULL, &conf);
+	s.cgroup_root = root;
+	conf.memory_limit_auto = 1;
+	scav_configure(&s, &conf);
+	assert_int_equal(s.pressure, 5000);
+	assert_int_equal(s.conf.memory_limit, 0);
+	assert_int_equal(scav_start(&s), 0);
+	/* A wait for the outcome, not a timing: 20 s is the test's patience. */
+	for (int i = 0;
+	     i < 2000 && __atomic_load_n(&h.scav_pages, __ATOMIC_RELAXED) != PA_CHUNK_PAGES; i++)
+		usleep(10000);
+	scav_stop(&s);
+	assert_int_equal(h.scav_pages, PA_CHUNK_PAGES);
+	assert_int_equal(h.inuse_pages, 0);
+	pageheap_destroy(&h);
+	remove_tree();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -405,6 +448,7 @@ int main(void)
 	    cmocka_unit_test(parse_stat_finds_whole_keys_only),
 	    cmocka_unit_test(unreclaimable_is_usage_less_file_pages_v2_and_v1),
 	    cmocka_unit_test(auto_limit_is_cgroup_limit_less_a_sixteenth_and_what_is_not_heap),
+	    cmocka_unit_test(pressure_lets_the_thread_release_memory_just_freed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
