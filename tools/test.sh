@@ -127,6 +127,8 @@ if [ "$mode" = list ]; then
 	exit 0
 fi
 
+SECONDS=0
+times=()
 tools/setup-deps.sh
 
 for line in "${STEPS[@]}"; do
@@ -140,11 +142,15 @@ for line in "${STEPS[@]}"; do
 		;;
 	esac
 	printf '\n==== %s\n' "$what"
+	start=$SECONDS
 	"step_$name"
+	times+=("$(printf '%-10s %4d s' "$name" $((SECONDS - start)))")
 done
 
 if [ "$mode" = full ]; then
-	printf '\n==== all tests passed (the full matrix)\n'
+	printf '\n==== all tests passed (the full matrix) in %d s:\n' $SECONDS
 else
-	printf '\n==== all tests passed (the quick check; tools/test.sh --full runs the full matrix)\n'
+	printf '\n==== all tests passed (the quick check; tools/test.sh --full runs the full matrix) in %d s:\n' \
+		$SECONDS
 fi
+printf '  %s\n' "${times[@]}"
