@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 STEPS=(
 	"quick format     formatting: tools/format.sh --check"
 	"quick layers     layering: tools/check_layers.py (no cycle, no upward arrow) and its tests"
-	"quick plain      plain build build/ (RelWithDebInfo): every ctest test"
+	"quick plain      plain build build/ (RelWithDebInfo): every ctest test (quick: stress rounds / 10)"
 	"quick report     report tool: tools/test_report.py (medians, ratios, targets, tables)"
 	"quick fuzz_short fuzzing: tools/fuzz.sh --time 10 (build-fuzz/: fuzz_conf, fuzz_malloc on their corpus)"
 	"full  release    Release build build-release/ (no debug information): every ctest test"
@@ -50,9 +50,14 @@ step_layers() {
 	python3 tools/test_check_layers.py
 }
 
+# The quick check runs the long stress tests (fork with threads inside
+# malloc, the threaded malloc model, the page-heap model) at a tenth of their
+# rounds; --full's builds run them whole.
 step_plain() {
 	build build
-	(cd build && ctest --output-on-failure -j2)
+	local scale=1
+	[ "$mode" = full ] || scale=0.1
+	(cd build && PA_TEST_SCALE=$scale ctest --output-on-failure -j2)
 }
 
 step_report() { python3 tools/test_report.py; }
