@@ -396,6 +396,14 @@ static void auto_limit_is_cgroup_limit_less_a_sixteenth_and_what_is_not_heap(voi
 	remove_tree();
 }
 
+static size_t released_pages(struct pa_pageheap *h)
+{
+	lock_acquire(&h->lock);
+	size_t n = h->scav_pages;
+	lock_release(&h->lock);
+	return n;
+}
+
 /* Under pressure the thread releases memory free for any time: with
  * scavenge_delay_ms an hour, 512 pages freed a moment ago all go back. */
 static void pressure_lets_the_thread_release_memory_just_freed(void **state)
@@ -429,8 +437,7 @@ static void pressure_lets_the_thread_release_memory_just_freed(void **state)
 	assert_int_equal(s.conf.memory_limit, 0);
 	assert_int_equal(scav_start(&s), 0);
 	/* A wait for the outcome, not a timing: 20 s is the test's patience. */
-	for (int i = 0;
-	     i < 2000 && __atomic_load_n(&h.scav_pages, __ATOMIC_RELAXED) != PA_CHUNK_PAGES; i++)
+	for (int i = 0; i < 2000 && released_pages(&h) != PA_CHUNK_PAGES; i++)
 		usleep(10000);
 	scav_stop(&s);
 	assert_int_equal(h.scav_pages, PA_CHUNK_PAGES);
