@@ -123,7 +123,14 @@ print(figs["updates"], figs["stories"], h["text_len"])' "$(dirname "$stat_py")" 
 	[ "$got" = "1 0 0" ] || fail "unasked file: updates stories text_len $got, want 1 0 0"
 	step_grew "$pid" large_objects:8 large_bytes:2097152 live_objects:1008 heap_alloc:2161152
 	live=$(json "$tmp/after.json" live_objects)
+	# No memory_limit: said so, with nothing from a cgroup.
+	got="$(json "$tmp/after.json" memory_limit_source) $(json "$tmp/after.json" memory_limit_auto)"
+	got="$got $(json "$tmp/after.json" cgroup_limit) $(json "$tmp/after.json" memory_pressure)"
+	[ "$got" = "none 0 0 None" ] ||
+		fail "--json: memory_limit_source, _auto, cgroup_limit, memory_pressure $got, want none 0 0 None"
 	python3 "$stat_py" stat "$pid" >"$tmp/story" || fail "stat failed"
+	grep -q "^  memory_limit  *none$" "$tmp/story" ||
+		fail "stat: memory_limit not none: $(grep memory_limit "$tmp/story")"
 	grep -q "^==== pagealloc: the story of the heap of pid $pid " "$tmp/story" ||
 		fail "stat: no story header: $(head -3 "$tmp/story")"
 	grep -q "^  live objects  *$live, of which large (over 32 KiB) 8 in 2.00 MiB" "$tmp/story" ||
