@@ -100,6 +100,14 @@ struct pa_stats {
 	uint64_t huge_splits;       /* collapsed ones a release of part of them split */
 	uint64_t huge_freed;        /* collapsed ones released whole */
 	uint64_t collapse_failures; /* collapses the kernel refused */
+	/* memory_limit=auto: memory_limit follows the process's cgroup (its
+	 * limit less a sixteenth, less cgroup_other), read again every second
+	 * by the scavenger thread. */
+	int memory_limit_auto; /* 1: memory_limit is auto's */
+	int cgroup_version;    /* the cgroup's: 2, 1, or 0 (none found, or not auto) */
+	size_t cgroup_limit;   /* its memory limit in force, 0: none */
+	size_t cgroup_other;   /* what it holds that is neither heap nor page cache */
+	int memory_pressure;   /* PSI "some avg10", hundredths of a percent; -1: not read */
 };
 
 /* Fill *out with the default heap's counters. Returns 0, or -1 (EINVAL) for NULL. */
@@ -164,8 +172,14 @@ PA_API size_t pa_scavenge(size_t bytes);
  *   scavenge_percent=N  its CPU budget in % of one core, 1..100 (default 1)
  *   release=dontneed|free  madvise used to release (default dontneed: RSS
  *                     drops at once; free: the kernel reclaims lazily)
- *   memory_limit=SIZE soft limit on resident heap memory (default 0: none);
- *                     allocations past it release free memory synchronously
+ *   memory_limit=SIZE|auto  soft limit on resident heap memory (default 0:
+ *                     none); allocations past it release free memory
+ *                     synchronously. auto: the container's, from the
+ *                     process's cgroup (memory.max of cgroup v2, v1's
+ *                     memory.limit_in_bytes) less a sixteenth and less what
+ *                     else the cgroup holds, followed as it changes; while
+ *                     the kernel reports memory pressure (PSI) the
+ *                     scavenger releases free memory at once
  *   memory_limit_hard=SIZE  hard limit on heap memory mapped (heap_mapped;
  *                     default 0: none): the heap never grows past it (it
  *                     grows 4 MiB at a time); an allocation that needs more

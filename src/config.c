@@ -36,10 +36,11 @@ struct pa_config pa_conf = {
 void (*config_on_change)(void);
 
 enum conf_type {
-	CONF_SIZE, /* a size with an optional K/M/G/T suffix, at least `min` */
-	CONF_ENUM, /* one of `names`; the value stored is its index */
-	CONF_UINT, /* a decimal number in [min, max] */
-	CONF_PATH, /* a file name (no commas), kept as a string */
+	CONF_SIZE,  /* a size with an optional K/M/G/T suffix, at least `min` */
+	CONF_ENUM,  /* one of `names`; the value stored is its index */
+	CONF_UINT,  /* a decimal number in [min, max] */
+	CONF_PATH,  /* a file name (no commas), kept as a string */
+	CONF_LIMIT, /* a CONF_SIZE, or "auto" (stored as PA_MEMORY_LIMIT_AUTO) */
 };
 
 struct conf_key {
@@ -73,7 +74,8 @@ static const struct conf_key conf_keys[] = {
     KEY(scavenger, CONF_ENUM, 0, 0, on_off, "on or off"),
     KEY(scavenge_percent, CONF_UINT, 1, 100, NULL, "a whole percentage from 1 to 100"),
     KEY(release, CONF_ENUM, 0, 0, release_modes, "dontneed or free"),
-    KEY(memory_limit, CONF_SIZE, 0, 0, NULL, "a size such as 2G, or 0 for none"),
+    KEY(memory_limit, CONF_LIMIT, 0, 0, NULL,
+        "a size such as 2G, 0 for none, or auto for the container's"),
     KEY(memory_limit_hard, CONF_SIZE, 0, 0, NULL, "a size such as 2G, or 0 for none"),
     KEY(scavenge_delay_ms, CONF_UINT, 0, 3600000, NULL, "milliseconds from 0 to 3600000"),
     KEY(thread_cache, CONF_ENUM, 0, 0, on_off, "on or off"),
@@ -120,7 +122,14 @@ static int parse_value(const struct conf_key *k, const char *value, size_t len, 
 		*out = v;
 		return 0;
 	}
-	return config_parse_size(value, len, out) == 0 && *out >= k->min ? 0 : -1;
+	if (k->type == CONF_LIMIT && len == 4 && memcmp(value, "auto", 4) == 0) {
+		*out = PA_MEMORY_LIMIT_AUTO;
+		return 0;
+	}
+	return config_parse_size(value, len, out) == 0 && *out >= k->min &&
+	               (k->type != CONF_LIMIT || *out != PA_MEMORY_LIMIT_AUTO)
+	           ? 0
+	           : -1;
 }
 
 int config_parse_size(const char *s, size_t len, size_t *out)
@@ -236,6 +245,8 @@ static int apply_one(const char *key, size_t klen, const char *value, size_t vle
 		msg_str(&m, "); keeping ");
 		if (k->type == CONF_ENUM)
 			msg_str(&m, k->names[*field]);
+		else if (k->type == CONF_LIMIT && *field == PA_MEMORY_LIMIT_AUTO)
+			msg_str(&m, "auto");
 		else
 			msg_uint(&m, *field);
 		msg_end(&m);

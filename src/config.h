@@ -15,6 +15,8 @@
 #include "hidden.h"
 
 #define PA_CONF_PATH_MAX 256
+/* memory_limit=auto: no size means it. */
+#define PA_MEMORY_LIMIT_AUTO ((size_t)-1)
 
 struct pa_config {
 	size_t arena_size;                  /* address space reserved per heap growth */
@@ -22,7 +24,8 @@ struct pa_config {
 	size_t scavenger;                   /* 0 off, 1 on: the background scavenger thread */
 	size_t scavenge_percent;            /* its CPU share, 1..100 (% of one core) */
 	size_t release;                     /* 0 MADV_DONTNEED, 1 MADV_FREE */
-	size_t memory_limit;                /* bytes, 0: none */
+	size_t memory_limit;                /* bytes, 0: none, PA_MEMORY_LIMIT_AUTO: the
+	                                     * container's (scavenger.h) */
 	size_t memory_limit_hard;           /* bytes the page heap may map, 0: none */
 	size_t scavenge_delay_ms;           /* free this long before background release */
 	size_t thread_cache;                /* 1: per-thread object caches; 0: every malloc/free

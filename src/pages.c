@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "cgroup.h"
 #include "config.h"
 #include "msg.h"
 #include "node.h"
@@ -65,7 +66,9 @@ static void scav_config_from_conf(struct pa_scav_config *c)
 	c->enabled = __atomic_load_n(&pa_conf.scavenger, __ATOMIC_RELAXED) != 0;
 	c->percent = (unsigned)__atomic_load_n(&pa_conf.scavenge_percent, __ATOMIC_RELAXED);
 	c->lazy = __atomic_load_n(&pa_conf.release, __ATOMIC_RELAXED) != 0;
-	c->memory_limit = __atomic_load_n(&pa_conf.memory_limit, __ATOMIC_RELAXED);
+	size_t limit = __atomic_load_n(&pa_conf.memory_limit, __ATOMIC_RELAXED);
+	c->memory_limit_auto = limit == PA_MEMORY_LIMIT_AUTO;
+	c->memory_limit = c->memory_limit_auto ? 0 : limit;
 	c->memory_limit_hard = __atomic_load_n(&pa_conf.memory_limit_hard, __ATOMIC_RELAXED);
 	c->delay_ms = (unsigned)__atomic_load_n(&pa_conf.scavenge_delay_ms, __ATOMIC_RELAXED);
 	c->burst_percent =
@@ -497,7 +500,30 @@ int pa_stats(struct pa_stats *out)
 	    __atomic_load_n(&pa_conf.thp, __ATOMIC_RELAXED) == PA_THP_OFF)
 		out->thp_state = PA_THP_STATE_OFF;
 	out->collapse_failures = __atomic_load_n(&default_scav.collapse_failures, __ATOMIC_RELAXED);
+	out->memory_limit_auto =
+	    __atomic_load_n(&default_scav.conf.memory_limit_auto, __ATOMIC_RELAXED);
+	if (out->memory_limit_auto &&
+	    __atomic_load_n(&default_scav.cgroup_found, __ATOMIC_ACQUIRE)) {
+		out->cgroup_version = default_scav.cgroup.version;
+		out->cgroup_limit = __atomic_load_n(&default_scav.cgroup_max, __ATOMIC_RELAXED);
+		out->cgroup_other = __atomic_load_n(&default_scav.cgroup_other, __ATOMIC_RELAXED);
+	}
+	out->memory_pressure =
+	    out->memory_limit_auto ? __atomic_load_n(&default_scav.pressure, __ATOMIC_RELAXED) : -1;
 	return 0;
+}
+
+int pages_memory_limit_file(char *path)
+{
+	path[0] = '\0';
+	if (default_heap_get() == NULL ||
+	    !__atomic_load_n(&default_scav.cgroup_found, __ATOMIC_ACQUIRE) ||
+	    default_scav.cgroup.version == 0)
+		return -1;
+	size_t from = __atomic_load_n(&default_scav.cgroup_from, __ATOMIC_RELAXED);
+	if (from == 0)
+		from = strlen(default_scav.cgroup.dir); /* no limit: the cgroup's own file */
+	return cgroup_limit_file(&default_scav.cgroup, from, path);
 }
 
 unsigned pa_numa_nodes(void)

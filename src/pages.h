@@ -49,6 +49,11 @@ int pages_release_zeroes(void);
 /* Bytes of heap memory: mapped, and of those released to the OS, and the
  * page heap's count of allocated pages minus what the per-CPU page caches
  * hold (pages in spans and large objects, when nothing else uses pa_pages). */
+/* memory_limit=auto: the name of the cgroup's limit file that binds (or
+ * the cgroup's own when none does) into path (PA_CGROUP_PATH_MAX bytes,
+ * cgroup.h). 0, or -1 ("" in path) when not auto or no cgroup was found. */
+int pages_memory_limit_file(char *path);
+
 void pages_totals(size_t *mapped, size_t *released, size_t *inuse_outside_caches);
 
 /* One chunk of the heap as the heap map sees it (heapmap.h): its bitmaps

@@ -33,6 +33,14 @@
 #define SCAV_COLLAPSE_CHUNKS 64u
 #define SCAV_COLLAPSE_PASS_NS 1000000000u
 #define SCAV_COLLAPSE_PERCENT 50u
+/* memory_limit=auto (scavenger.h): the cgroup's files are read again every
+ * second; the headroom is 1/SCAV_CGROUP_HEADROOM of its limit; pressure is
+ * PSI's "some avg10" from SCAV_PSI_PRESSED hundredths of a percent up (5%:
+ * half a second of every ten with a task waiting for memory, past the
+ * noise of ordinary page-cache refaults, which stays under 1%). */
+#define SCAV_CGROUP_NS 1000000000u
+#define SCAV_CGROUP_HEADROOM 16u
+#define SCAV_PSI_PRESSED 500
 
 static void on_pressure(void *arg);
 
@@ -59,6 +67,7 @@ void scav_init_heaps(struct pa_scavenger *s, struct pa_pageheap *const *heaps,
 	/* hp_pages stays 0 until the thread, its only reader, reads it: a short
 	 * program never opens the sysfs files. */
 	s->wake_word = &s->wake;
+	s->pressure = -1;
 	lock_init(&s->release_lock);
 	scav_configure(s, conf);
 }
@@ -69,31 +78,106 @@ void scav_init(struct pa_scavenger *s, struct pa_pageheap *heap, struct pa_pagec
 	scav_init_heaps(s, &heap, caches != NULL ? &caches : NULL, 1, conf);
 }
 
+/* Resident pages of all the heaps (each read under its lock). */
+static size_t resident_pages(struct pa_scavenger *s)
+{
+	size_t res = 0;
+	for (unsigned i = 0; i < s->nheaps; i++) {
+		struct pa_pageheap *h = s->heaps[i];
+		lock_acquire(&h->lock);
+		res += pageheap_resident_pages_locked(h);
+		lock_release(&h->lock);
+	}
+	return res;
+}
+
+/* The soft limit in force (bytes, 0: none) and the hard one from the
+ * configuration, into every heap. Each heap is flagged past its even share
+ * of the soft limit, and on_pressure sums them. The hard limit is a
+ * promise that the process maps no more: each heap gets its even share. */
+static void set_limits(struct pa_scavenger *s, size_t memory_limit)
+{
+	__atomic_store_n(&s->conf.memory_limit, memory_limit, __ATOMIC_RELAXED);
+	size_t pages = PA_ALIGN_UP(memory_limit, PA_PAGE_SIZE) / PA_PAGE_SIZE;
+	size_t share = pages == 0 ? 0 : (pages + s->nheaps - 1) / s->nheaps;
+	size_t hard_bytes = __atomic_load_n(&s->conf.memory_limit_hard, __ATOMIC_RELAXED);
+	size_t hard = hard_bytes / PA_PAGE_SIZE / s->nheaps;
+	if (hard_bytes != 0 && hard == 0)
+		hard = 1;
+	for (unsigned i = 0; i < s->nheaps; i++) {
+		lock_acquire(&s->heaps[i]->lock);
+		s->heaps[i]->hugepage_arenas =
+		    __atomic_load_n(&s->conf.thp, __ATOMIC_RELAXED) == PA_THP_ALWAYS;
+		s->heaps[i]->limit_pages = share;
+		s->heaps[i]->hard_limit_pages = hard;
+		lock_release(&s->heaps[i]->lock);
+	}
+}
+
+/* memory_limit=auto's read (scavenger.h); release_lock held. */
+static void follow_cgroup_locked(struct pa_scavenger *s)
+{
+	if (!s->cgroup_found) {
+		cgroup_find(&s->cgroup, s->cgroup_root != NULL ? s->cgroup_root : "");
+		__atomic_store_n(&s->cgroup_found, 1, __ATOMIC_RELEASE);
+	}
+	size_t from = 0, other = 0, limit = 0;
+	size_t max = cgroup_limit(&s->cgroup, &from);
+	if (max != 0) {
+		size_t charged, heap = resident_pages(s) * PA_PAGE_SIZE;
+		if (cgroup_unreclaimable(&s->cgroup, &charged) == 0 && charged > heap)
+			other = charged - heap;
+		size_t keep = max / SCAV_CGROUP_HEADROOM + other;
+		/* A cgroup full of other things leaves the heaps a page: every
+		 * growth releases what is free (0 would mean no limit). */
+		limit = max > keep + PA_PAGE_SIZE ? PA_ALIGN_DOWN(max - keep, PA_PAGE_SIZE)
+		                                  : PA_PAGE_SIZE;
+	}
+	unsigned psi;
+	int pressure = cgroup_pressure(&s->cgroup, &psi) == 0 ? (int)psi : -1;
+	__atomic_store_n(&s->cgroup_max, max, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->cgroup_from, from, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->cgroup_other, other, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->pressure, pressure, __ATOMIC_RELAXED);
+	if (limit != __atomic_load_n(&s->conf.memory_limit, __ATOMIC_RELAXED))
+		set_limits(s, limit);
+}
+
+void scav_follow_cgroup(struct pa_scavenger *s)
+{
+	lock_acquire(&s->release_lock);
+	follow_cgroup_locked(s);
+	lock_release(&s->release_lock);
+}
+
+static int limit_auto(struct pa_scavenger *s)
+{
+	return __atomic_load_n(&s->conf.memory_limit_auto, __ATOMIC_RELAXED);
+}
+
+/* The kernel reports memory pressure (memory_limit=auto only). */
+static int scav_pressed(struct pa_scavenger *s)
+{
+	return limit_auto(s) && __atomic_load_n(&s->pressure, __ATOMIC_RELAXED) >= SCAV_PSI_PRESSED;
+}
+
 void scav_configure(struct pa_scavenger *s, const struct pa_scav_config *conf)
 {
 	__atomic_store_n(&s->conf.enabled, conf->enabled, __ATOMIC_RELAXED);
 	unsigned pct = conf->percent < 1 ? 1 : conf->percent > 100 ? 100 : conf->percent;
 	__atomic_store_n(&s->conf.percent, pct, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->conf.lazy, conf->lazy, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->conf.memory_limit, conf->memory_limit, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->conf.delay_ms, conf->delay_ms, __ATOMIC_RELAXED);
 	unsigned burst = conf->burst_percent > 100 ? 100 : conf->burst_percent;
 	__atomic_store_n(&s->conf.burst_percent, burst, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->conf.thp, conf->thp, __ATOMIC_RELAXED);
-	/* Each heap is flagged past its even share of the soft limit, and
-	 * on_pressure sums them. The hard limit is a promise that the process
-	 * maps no more: each heap gets its even share of it. */
-	size_t pages = PA_ALIGN_UP(conf->memory_limit, PA_PAGE_SIZE) / PA_PAGE_SIZE;
-	size_t share = pages == 0 ? 0 : (pages + s->nheaps - 1) / s->nheaps;
-	size_t hard = conf->memory_limit_hard / PA_PAGE_SIZE / s->nheaps;
-	if (conf->memory_limit_hard != 0 && hard == 0)
-		hard = 1;
-	for (unsigned i = 0; i < s->nheaps; i++) {
-		lock_acquire(&s->heaps[i]->lock);
-		s->heaps[i]->hugepage_arenas = conf->thp == PA_THP_ALWAYS;
-		s->heaps[i]->limit_pages = share;
-		s->heaps[i]->hard_limit_pages = hard;
-		lock_release(&s->heaps[i]->lock);
+	__atomic_store_n(&s->conf.memory_limit_hard, conf->memory_limit_hard, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->conf.memory_limit_auto, conf->memory_limit_auto, __ATOMIC_RELAXED);
+	if (conf->memory_limit_auto) {
+		scav_follow_cgroup(s);
+		set_limits(s, __atomic_load_n(&s->conf.memory_limit, __ATOMIC_RELAXED));
+	} else {
+		set_limits(s, conf->memory_limit);
 	}
 	/* Let a sleeping thread see the change now. */
 	scav_kick(s);
@@ -165,7 +249,8 @@ static size_t heap_step(struct pa_scavenger *s, struct pa_pageheap *h, uint32_t 
 {
 	/* A shrinking heap (with burst pacing on) gives up huge pages of sparse
 	 * chunks: that free memory is not what the heap recently needed. */
-	unsigned split_below = burst_enabled(s) && heap_shrinking(h) ? SCAV_SPARSE_PAGES : 0;
+	unsigned split_below =
+	    burst_enabled(s) && (scav_pressed(s) || heap_shrinking(h)) ? SCAV_SPARSE_PAGES : 0;
 	lock_acquire(&h->lock);
 	uint64_t frees_before = h->free_count;
 	lock_release(&h->lock);
@@ -337,13 +422,7 @@ static size_t excess_bytes(struct pa_scavenger *s)
 	size_t lim =
 	    PA_ALIGN_UP(__atomic_load_n(&s->conf.memory_limit, __ATOMIC_RELAXED), PA_PAGE_SIZE) /
 	    PA_PAGE_SIZE;
-	size_t res = 0;
-	for (unsigned i = 0; i < s->nheaps; i++) {
-		struct pa_pageheap *h = s->heaps[i];
-		lock_acquire(&h->lock);
-		res += pageheap_resident_pages_locked(h);
-		lock_release(&h->lock);
-	}
+	size_t res = resident_pages(s);
 	if (lim == 0 || res <= lim)
 		for (unsigned i = 0; i < s->nheaps; i++)
 			__atomic_store_n(&s->heaps[i]->pressure, 0, __ATOMIC_RELAXED);
@@ -380,12 +459,13 @@ static void on_pressure(void *arg)
  * memory is not what the heap recently needed, and holding it costs RSS
  * every second it waits; a heap whose size is steady keeps its free memory
  * under the goal (what it frees it soon needs again) and stays at percent.
- * The step itself only takes memory free for scavenge_delay_ms.
+ * The step itself only takes memory free for scavenge_delay_ms. Under
+ * memory pressure (scav_pressed) the pace is burst_percent and the delay 0.
  */
 static unsigned scav_pace(struct pa_scavenger *s)
 {
 	unsigned pct = __atomic_load_n(&s->conf.percent, __ATOMIC_RELAXED);
-	if (!burst_enabled(s) || !scav_shrinking(s))
+	if (!burst_enabled(s) || (!scav_pressed(s) && !scav_shrinking(s)))
 		return pct;
 	return __atomic_load_n(&s->conf.burst_percent, __ATOMIC_RELAXED);
 }
@@ -409,7 +489,9 @@ static void *scav_main(void *arg)
 		if (excess_bytes(s) != 0)
 			on_pressure(s); /* over the limit: no delay, no pacing */
 		else if (__atomic_load_n(&s->conf.enabled, __ATOMIC_RELAXED)) {
-			uint32_t delay = __atomic_load_n(&s->conf.delay_ms, __ATOMIC_RELAXED);
+			uint32_t delay = scav_pressed(s)
+			                     ? 0
+			                     : __atomic_load_n(&s->conf.delay_ms, __ATOMIC_RELAXED);
 			released = scav_step(s, delay);
 			size_t (*sweep)(uint32_t, uint32_t, int) =
 			    __atomic_load_n(&s->sweep, __ATOMIC_ACQUIRE);
@@ -423,6 +505,14 @@ static void *scav_main(void *arg)
 		uint64_t cpu = os_thread_cpu_ns(), cost = cpu - cpu_prev;
 		cpu_prev = cpu;
 		uint64_t sleep_max = 0;
+		if (limit_auto(s) && os_now_ns() - s->cgroup_read_ns >= SCAV_CGROUP_NS) {
+			/* Outside the pacing, as publish below. */
+			scav_follow_cgroup(s);
+			s->cgroup_read_ns = os_now_ns();
+			uint64_t after = os_thread_cpu_ns();
+			__atomic_fetch_add(&s->cpu_ns, after - cpu, __ATOMIC_RELAXED);
+			cpu_prev = cpu = after;
+		}
 		uint64_t (*publish)(uint32_t **) = __atomic_load_n(&s->publish, __ATOMIC_ACQUIRE);
 		if (publish != NULL) {
 			/* A new word takes effect from the next sleep; a wake that

@@ -16,6 +16,18 @@
  *    are flushed; still over means the limit is soft and a counter says so;
  *  - pa_scavenge(): release N bytes, or everything free, now.
  *
+ * memory_limit=auto: the limit follows the container's (cgroup.h). It is
+ * the cgroup's limit in force less a sixteenth of it (headroom: what the
+ * kernel charges that nobody maps, page tables and socket buffers, and what
+ * grows between two reads) less what the cgroup holds that is neither the
+ * heaps' resident pages nor reclaimable page cache (the program's other
+ * memory, its stacks, the heap's metadata, other processes of the
+ * container). It is computed when configured and again by the thread every
+ * second, so it follows a limit that changes and the rest of the cgroup as
+ * it grows and shrinks. While the kernel reports memory pressure (PSI "some
+ * avg10" at 5% or more, of the cgroup where v2 has it, else of the machine)
+ * the thread releases memory free for any time, at burst_percent's pace.
+ *
  * Pacing (docs/design.md has the reasoning): each step's cost is the
  * thread's own CPU time since the previous step (so suspend, preemption and
  * scheduling delay are never counted as work), bounded to 10 ms, smoothed by
@@ -28,6 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cgroup.h"
 #include "lock.h"
 #include "pagecache.h"
 #include "pageheap.h"
@@ -41,6 +54,7 @@ struct pa_scav_config {
 	unsigned delay_ms;        /* free this long before the background releases it */
 	unsigned burst_percent;   /* CPU share while the heap shrinks (see scav_pace), >= percent */
 	unsigned thp;             /* enum pa_thp_conf: what the scavenger does for huge pages */
+	int memory_limit_auto;    /* memory_limit follows the cgroup's (memory_limit ignored) */
 };
 
 /* The thp= key: off (nothing), auto (collapse dense huge pages from the
@@ -117,6 +131,21 @@ struct pa_scavenger {
 	 * but not in the pacing. May be set at any time (atomic). */
 	uint64_t (*publish)(uint32_t **wake_word);
 
+	/* memory_limit=auto. The cgroup is looked for at the first configure
+	 * that asks for auto (under release_lock; cgroup_found set after it,
+	 * release) and kept; the figures of the last read are atomics, written
+	 * under release_lock by configure and the thread. cgroup_root is the
+	 * prefix of the cgroup files (NULL: the machine's; a test's fake tree),
+	 * set before that configure. */
+	const char *cgroup_root;
+	int cgroup_found;
+	struct pa_cgroup cgroup;
+	size_t cgroup_max;       /* its limit in force at the last read, 0: none */
+	size_t cgroup_from;      /* cgroup.dir[0, cgroup_from): the directory whose limit binds */
+	size_t cgroup_other;     /* its unreclaimable charge outside the heaps then */
+	int pressure;            /* PSI some avg10 in hundredths of %, -1: not read */
+	uint64_t cgroup_read_ns; /* the thread's last read (the thread's) */
+
 	/* Statistics (atomics). */
 	uint64_t released_bytes;    /* released over the process's life */
 	uint64_t releases;          /* madvise calls */
@@ -148,6 +177,10 @@ void scav_configure(struct pa_scavenger *s, const struct pa_scav_config *conf);
  * splits a huge page, regardless of scavenge_delay_ms. Returns bytes released.
  */
 size_t scav_release(struct pa_scavenger *s, size_t bytes, int force);
+
+/* memory_limit=auto: read the cgroup's files now and set the limit from
+ * them (what the thread does every second). */
+void scav_follow_cgroup(struct pa_scavenger *s);
 
 /* One background step, for tests: release at most one candidate that has
  * been free for min_age epochs. Returns pages released. */

@@ -29,10 +29,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cgroup.h"
 #include "config.h"
 #include "msg.h"
 #include "os.h"
 #include "pagealloc.h"
+#include "pages.h"
 #include "span.h"
 #include "stats_print.h"
 #include "tcache.h"
@@ -468,6 +470,39 @@ static void print_huge(struct out *o, const struct pa_stats *s, uint64_t kernel_
 	out_str(o, " collapses refused\n");
 }
 
+/* Where memory_limit comes from: memory_limit=SIZE, or auto's cgroup, its
+ * limit file, what the limit leaves out, and the pressure. */
+static void print_limit_source(struct out *o, const struct pa_stats *s)
+{
+	if (!s->memory_limit_auto) {
+		if (s->memory_limit != 0)
+			out_str(o, " (memory_limit=SIZE)");
+		return;
+	}
+	char file[PA_CGROUP_PATH_MAX];
+	if (s->cgroup_version == 0 || pages_memory_limit_file(file) != 0) {
+		out_str(o, " (auto: no memory cgroup found)");
+		return;
+	}
+	out_str(o, s->cgroup_version == 2 ? " (auto from cgroup v2 " : " (auto from cgroup v1 ");
+	out_str(o, file);
+	if (s->cgroup_limit == 0) {
+		out_str(o, ": no limit)");
+		return;
+	}
+	out_str(o, " ");
+	out_mib(o, s->cgroup_limit);
+	out_str(o, " less a sixteenth and ");
+	out_mib(o, s->cgroup_other);
+	out_str(o, " not heap nor page cache; memory pressure ");
+	if (s->memory_pressure < 0)
+		out_str(o, "not read)");
+	else {
+		out_fixed2(o, (unsigned)s->memory_pressure, 100);
+		out_str(o, "% (some avg10))");
+	}
+}
+
 static void print_pages(struct out *o, const struct pa_stats *s, uint64_t lifetime_ns)
 {
 	out_str(o, "per-CPU page caches (");
@@ -513,14 +548,17 @@ static void print_pages(struct out *o, const struct pa_stats *s, uint64_t lifeti
 	}
 	out_str(o, "\n");
 	out_row(o, "memory_limit");
-	if (s->memory_limit == 0) {
-		out_str(o, "none\n");
-	} else {
+	if (s->memory_limit == 0)
+		out_str(o, "none");
+	else
 		out_mib(o, s->memory_limit);
-		out_str(o, ", ");
+	print_limit_source(o, s);
+	if (s->memory_limit != 0) {
+		out_str(o, "; ");
 		out_uint(o, s->limit_overruns);
-		out_str(o, " allocations found nothing left to release\n");
+		out_str(o, " allocations found nothing left to release");
 	}
+	out_str(o, "\n");
 	if (s->memory_limit_hard != 0) {
 		out_row(o, "memory_limit_hard");
 		out_mib(o, s->memory_limit_hard);

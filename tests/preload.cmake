@@ -270,3 +270,13 @@ pa_preload_test(live_map /usr/bin/python3 -S ${PROJECT_SOURCE_DIR}/tests/live/ma
 #                           tooltips, one-line errors for files that are not
 #                           whole maps, the usage
 pa_preload_test(live_map_reader /usr/bin/python3 -S ${PROJECT_SOURCE_DIR}/tools/test_pagealloc_map.py)
+
+# ---- a container's memory limit: tests/container/limit.sh ----------------------------
+#   container_limit_auto    cycle.c in cgroups the test makes (80 MiB): glibc's
+#                           malloc and libpagealloc with no limit are killed,
+#                           memory_limit=auto is not, and follows the limit
+#                           lowered while it runs (skips unless root with a
+#                           writable memory cgroup)
+add_executable(container_cycle ${PROJECT_SOURCE_DIR}/tests/container/cycle.c)
+pa_preload_test(container_limit_auto bash ${PROJECT_SOURCE_DIR}/tests/container/limit.sh
+	$<TARGET_FILE:container_cycle> ${PA_PT_PRELOAD} ${PROJECT_SOURCE_DIR}/tools/pagealloc_stat.py)

@@ -18,15 +18,10 @@
 
 #include "pagecache.h"
 #include "pageheap.h"
+#include "testutil.h"
 
 #define THREADS 32
 #define SLOTS 64
-
-static unsigned scale(void)
-{
-	const char *s = getenv("PA_TEST_SCALE");
-	return s ? (unsigned)atoi(s) : 1;
-}
 
 struct worker {
 	struct pa_pagecache_set *pc;
@@ -113,7 +108,8 @@ static void run_threads(enum pa_cache_mode mode)
 	pthread_t tid[THREADS];
 	struct worker w[THREADS];
 	for (unsigned i = 0; i < THREADS; i++) {
-		w[i] = (struct worker){.pc = &pc, .id = i + 1, .ops = 150000 * scale()};
+		w[i] =
+		    (struct worker){.pc = &pc, .id = i + 1, .ops = (unsigned)(150000 * tu_scale())};
 		assert_int_equal(pthread_create(&tid[i], NULL, work, &w[i]), 0);
 	}
 	for (unsigned i = 0; i < THREADS; i++) {

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include "cgroup.h"
 #include "testutil.h"
 
 #include "pagealloc.h"
@@ -290,6 +291,53 @@ static void test_config_set_accepts_arena_size(void **state)
 	TU_EQ(errno, EINVAL);
 }
 
+/* memory_limit=auto on the default heap: the limit and its source are the
+ * machine's own cgroup's (whatever it is: cgroup.c reads it the same way
+ * here), a wrong word is refused naming it and keeps auto, a size ends it. */
+static void test_config_set_memory_limit_auto_follows_this_cgroup(void **state)
+{
+	(void)state;
+	char out[1024];
+	assert_non_null(pa_pages_alloc(1));
+	struct set_call c = {"memory_limit", "auto", 0, 0};
+	capture_stderr(do_set, &c, out, sizeof(out));
+	TU_EQ(c.ret, 0);
+	TU_EQ(strlen(out), 0);
+	struct pa_cgroup cg;
+	int version = cgroup_find(&cg, "");
+	size_t cgroup_max = cgroup_limit(&cg, NULL);
+	struct pa_stats st;
+	TU_EQ(pa_stats(&st), 0);
+	TU_EQ(st.memory_limit_auto, 1);
+	TU_EQ(st.cgroup_version, version);
+	TU_EQ(st.cgroup_limit, cgroup_max);
+	if (cgroup_max == 0)
+		TU_EQ(st.memory_limit, 0);
+	else
+		assert_true(st.memory_limit >= PA_PAGE_SIZE &&
+		            st.memory_limit <= cgroup_max - cgroup_max / 16);
+
+	struct set_call bad = {"memory_limit", "automatic", 0, 0};
+	capture_stderr(do_set, &bad, out, sizeof(out));
+	TU_EQ(bad.ret, -1);
+	TU_EQ(bad.err, EINVAL);
+	assert_string_equal(out, "pagealloc: pa_config_set: bad value 'automatic' for memory_limit "
+	                         "(expected a size such as 2G, 0 for none, or auto for the "
+	                         "container's); keeping auto\n");
+	TU_EQ(pa_stats(&st), 0);
+	TU_EQ(st.memory_limit_auto, 1);
+
+	struct set_call size = {"memory_limit", "64M", 0, 0};
+	capture_stderr(do_set, &size, out, sizeof(out));
+	TU_EQ(size.ret, 0);
+	TU_EQ(pa_stats(&st), 0);
+	TU_EQ(st.memory_limit_auto, 0);
+	TU_EQ(st.memory_limit, (size_t)64 << 20);
+	TU_EQ(st.cgroup_version, 0);
+	TU_EQ(st.memory_pressure, -1);
+	TU_EQ(pa_config_set("memory_limit", "0"), 0);
+}
+
 /* Re-execute this binary as `--child scenario arg` with PAGEALLOC_CONF set
  * to conf (unset if NULL); returns the wait status and its stderr. */
 static int run_exec(const char *conf, const char *scenario, const char *arg, char *out, size_t cap)
@@ -433,6 +481,7 @@ int main(int argc, char **argv)
 	    TU_TEST(test_config_set_refuses_unknown_key_with_one_warning),
 	    TU_TEST(test_config_set_refuses_bad_size_naming_it),
 	    TU_TEST(test_config_set_accepts_arena_size),
+	    TU_TEST(test_config_set_memory_limit_auto_follows_this_cgroup),
 	    TU_TEST(test_conf_env_unknown_key_warns_once_naming_it),
 	    TU_TEST(test_conf_env_bad_size_warns_naming_the_value),
 	    TU_TEST(test_conf_env_arena_size_sets_the_reservation),

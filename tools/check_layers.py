@@ -75,6 +75,8 @@ LAYERS = [
     # the thread caches), and their encoding in pprof's format.
     ("profiles", ["prof"]),
     ("profile files, stacks", ["profwrite", "stack"]),
+    # The limits a container sets: its cgroup's files (memory_limit=auto).
+    ("container limits", ["cgroup"]),
     # Configuration, one-line messages, locks: used at every level above.
     ("services", ["config", "msg", "lock"]),
     # The only module that makes system calls.

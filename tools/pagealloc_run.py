@@ -48,7 +48,9 @@ standard error after CMD exits, in the order the processes finished. Exits
 with CMD's exit status (128+N if a signal N killed it).
 
 options (each also as --option=VALUE):
-  --memory-limit SIZE        soft limit on resident heap memory (e.g. 512M, 2G)
+  --memory-limit SIZE|auto   soft limit on resident heap memory (e.g. 512M, 2G;
+                             auto: the container's, from CMD's cgroup less
+                             what is not heap, followed as it changes)
   --memory-limit-hard SIZE   hard limit on the heap's mapped memory: past it
                              malloc gives back cached memory, then fails
                              with ENOMEM

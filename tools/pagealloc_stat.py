@@ -24,6 +24,7 @@ import ctypes
 import json
 import mmap
 import os
+import re
 import shutil
 import struct
 import sys
@@ -322,16 +323,32 @@ def smaps_rollup_bytes(pid, key):
     return None
 
 
+def limit_source(figs, text):
+    """Where memory_limit comes from, in words: "none", "memory_limit=SIZE",
+    "auto from cgroup vN FILE" (the limit file that binds, from the story's
+    memory_limit line), "auto: no memory cgroup found"."""
+    if not figs.get("memory_limit_auto"):
+        return "memory_limit=SIZE" if figs.get("memory_limit") else "none"
+    m = re.search(r"\(auto from cgroup v(\d) (.+?)(?:: no limit\)| \d)", text)
+    if m:
+        return "auto from cgroup v%s %s" % (m.group(1), m.group(2))
+    return "auto: no memory cgroup found"
+
+
 def cmd_json(pid):
     live = Live(pid)
     note = "" if live.refresh() else live.unanswered()
-    h, figs, _ = live.read()
+    h, figs, text = live.read()
     out = {"pid": pid, "time": h["update_ns"] / 1e9}
     out.update(figs)
     # The kernel's huge pages for the whole process, beside the heap's own
     # huge_bytes: read here, not in the process (smaps_rollup walks every
     # page table under the mmap lock, which the scavenger thread must not).
     out["anon_huge_bytes"] = smaps_rollup_bytes(pid, "AnonHugePages")
+    if "memory_pressure" in figs:
+        if figs["memory_pressure"] == 2**64 - 1:
+            out["memory_pressure"] = None  # not read
+        out["memory_limit_source"] = limit_source(figs, text)
     sys.stderr.write(note)
     print(json.dumps(out, sort_keys=False))
     return 0

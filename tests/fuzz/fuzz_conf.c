@@ -81,13 +81,14 @@ void __wrap_os_write_stderr(const char *buf, size_t len)
 
 /* ---- the reference: keys and values as documented ---------------------------------- */
 
-enum ref_type { REF_SIZE, REF_WORD, REF_UINT, REF_PATH };
+/* REF_LIMIT: a REF_SIZE up to max, or the word "auto", stored as SIZE_MAX. */
+enum ref_type { REF_SIZE, REF_WORD, REF_UINT, REF_PATH, REF_LIMIT };
 
 struct ref_key {
 	const char *name;
 	enum ref_type type;
 	size_t offset;
-	size_t min, max;      /* REF_SIZE: min; REF_UINT: [min, max] */
+	size_t min, max;      /* REF_SIZE: min; REF_UINT, REF_LIMIT: [min, max] */
 	const char *words[6]; /* REF_WORD: the value stored is the word's index */
 };
 
@@ -98,7 +99,7 @@ static const struct ref_key ref_keys[] = {
     {"scavenger", REF_WORD, FIELD(scavenger), 0, 0, {"off", "on", NULL}},
     {"scavenge_percent", REF_UINT, FIELD(scavenge_percent), 1, 100, {NULL}},
     {"release", REF_WORD, FIELD(release), 0, 0, {"dontneed", "free", NULL}},
-    {"memory_limit", REF_SIZE, FIELD(memory_limit), 0, SIZE_MAX, {NULL}},
+    {"memory_limit", REF_LIMIT, FIELD(memory_limit), 0, SIZE_MAX - 1, {NULL}},
     {"memory_limit_hard", REF_SIZE, FIELD(memory_limit_hard), 0, SIZE_MAX, {NULL}},
     {"scavenge_delay_ms", REF_UINT, FIELD(scavenge_delay_ms), 0, 3600000, {NULL}},
     {"thread_cache", REF_WORD, FIELD(thread_cache), 0, 0, {"off", "on", NULL}},
@@ -238,6 +239,15 @@ static int ref_apply(struct pa_config *c, const char *entry, size_t len)
 				return 0;
 			*field_of(c, k) = v;
 			return 1;
+		case REF_LIMIT:
+			if (vlen == 4 && memcmp(value, "auto", 4) == 0) {
+				*field_of(c, k) = SIZE_MAX;
+				return 1;
+			}
+			if (ref_size(value, vlen, &v) != 0 || v < k->min || v > k->max)
+				return 0;
+			*field_of(c, k) = v;
+			return 1;
 		}
 	}
 	return 0;
@@ -281,6 +291,10 @@ static void check_ranges(const struct pa_config *c)
 				words++;
 			CHECK(v < words, "%s = %zu, not one of its %zu words", k->name, v, words);
 			break;
+		case REF_LIMIT:
+			if (v == SIZE_MAX) /* auto */
+				break;
+			/* fallthrough */
 		case REF_UINT:
 		case REF_SIZE:
 			CHECK(v >= k->min && v <= k->max, "%s = %zu outside [%zu, %zu]", k->name, v,

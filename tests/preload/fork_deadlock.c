@@ -142,6 +142,13 @@ int main(int argc, char **argv)
 	}
 	PRELOAD_CHECK_MALLOC();
 	long forks = strtol(argv[1], NULL, 10);
+	/* PA_TEST_SCALE multiplies the work, as for the cmocka tests
+	 * (testutil.h's tu_scale: tools/test.sh's quick check sets 0.1). */
+	const char *scale = getenv("PA_TEST_SCALE");
+	if (scale != NULL && strtod(scale, NULL) > 0)
+		forks = (long)((double)forks * strtod(scale, NULL));
+	if (forks < 1)
+		forks = 1;
 	int use__exit = strcmp(argv[2], "_exit") == 0;
 	alarm(TOTAL_ALARM_S);
 
