@@ -277,6 +277,13 @@ struct pa_class_stats {
 	size_t objects; /* live objects: returned by malloc and not freed */
 	size_t cached;  /* free objects held in thread caches and stashes */
 	size_t bytes;   /* objects * size */
+	/* Occupancy (pa_defrag_*): spans with a free object, and those free
+	 * slots: what a defrag could win back (partial_free * size bytes). */
+	size_t partial_spans;
+	size_t partial_free;
+	/* Partial spans by occupancy: span_hist[b] holds those whose objects in
+	 * use are b/8 to (b+1)/8 of the span's. */
+	size_t span_hist[8];
 };
 
 /*
@@ -395,6 +402,52 @@ PA_API void pa_heap_set_limit(pa_heap_t *h, size_t bytes);
  * from the allocating CPU's node. Pages h already holds stay where they
  * are. 0, or -1 with errno = EINVAL for a node that does not exist. */
 PA_API int pa_heap_set_numa_node(pa_heap_t *h, int node);
+
+/* ---- defragmentation: giving back memory that survivors pin -----------------
+ *
+ * After a program frees most of its objects, the few that live on pin their
+ * spans: every page that holds one stays resident. The allocator already
+ * fills the fullest span of a class first, so new objects go where objects
+ * live and sparse spans drain as their objects die. A program that can move
+ * its objects (it knows every reference to them: a key-value store, a
+ * compacting container) can empty sparse spans at once, moving only the
+ * objects that pin one. Redis and Valkey's active defrag asks this of
+ * jemalloc pointer by pointer; these are the same calls, safe from any
+ * thread. See docs/defrag.md.
+ *
+ * The rule (pa_defrag_hint): a small block (at most PA_MALLOC_MAX_SMALL
+ * bytes) is worth moving when its span has a free slot, no thread cache is
+ * carving it, it is at most 12.5% fuller than its class's partial spans on
+ * average, and another partial span at least as full exists to move into.
+ */
+
+/* 1 when moving p now would help its span drain, else 0; 0 also for what it
+ * does not judge: NULL, a large block, a block of a pa_heap_t, a guarded or
+ * heap-profile-sampled block. A pointer that is not a live block gets the
+ * same one-line report as pa_free (and abort). */
+PA_API int pa_defrag_hint(const void *p);
+/* When pa_defrag_hint(p) holds: a block of p's size class from the fullest
+ * partial span (never a cache's object, never a sparser span), p's bytes
+ * copied to it, p freed straight to its span; returns the new block, and the
+ * caller updates its references. Otherwise returns p itself. */
+PA_API void *pa_defrag_move(void *p);
+/* The two halves, for a caller that copies itself (Redis's
+ * zmalloc_no_tcache and zfree_no_tcache): a block of n bytes from its
+ * class's fullest partial span, bypassing every cache (larger than
+ * PA_MALLOC_MAX_SMALL: as pa_malloc); and a free straight to the block's
+ * span, bypassing every cache (a large block: as pa_free). */
+PA_API void *pa_defrag_malloc(size_t n);
+PA_API void pa_defrag_free(void *p);
+/* Bytes of the free slots inside partial small spans of the default heap:
+ * what moving every worthwhile block could win back at most (Valkey's
+ * small-bin fragmentation). Sums pa_malloc_stats's partial_free * size. */
+PA_API size_t pa_defrag_frag_bytes(void);
+/* The same within heap h: p must be h's (another heap's or the default
+ * heap's block: hint 0, move returns p). */
+PA_API int pa_heap_defrag_hint(pa_heap_t *h, const void *p);
+PA_API void *pa_heap_defrag_move(pa_heap_t *h, void *p);
+PA_API void *pa_heap_defrag_malloc(pa_heap_t *h, size_t n);
+PA_API void pa_heap_defrag_free(pa_heap_t *h, void *p);
 
 /* ---- heap profiles ---------------------------------------------------------
  *

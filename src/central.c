@@ -40,22 +40,66 @@ struct pa_batch_stash central_stash[PA_SC_NUM_CLASSES];
 static void *stash_seen[PA_SC_NUM_CLASSES][CENTRAL_STASH_MAX];
 static uint32_t stash_seen_n[PA_SC_NUM_CLASSES];
 
-static void list_push(struct pa_central *c, struct pa_span *s)
+/* Objects of s out of it (in use: live, cached or stashed). */
+static inline unsigned inuse_of(const struct pa_span *s)
 {
-	s->next = c->partial;
-	if (s->next != NULL)
-		s->next->prevnext = &s->next;
-	s->prevnext = &c->partial;
-	c->partial = s;
+	return pa_sizeclasses[s->cls].objects - s->nfree;
 }
 
-static void list_remove(struct pa_span *s)
+/* s, with `inuse` objects out and a free one, onto its list (central.h:
+ * fullest first); lock held. */
+static void list_push(struct pa_central *c, struct pa_span *s, unsigned inuse)
 {
+	unsigned b = central_bucket(inuse, pa_sizeclasses[s->cls].objects);
+	s->next = c->partial[b];
+	if (s->next != NULL)
+		s->next->prevnext = &s->next;
+	s->prevnext = &c->partial[b];
+	c->partial[b] = s;
+	c->nonempty |= 1u << b;
+	c->nbucket[b]++;
+	c->npartial++;
+	c->partial_inuse += inuse;
+}
+
+/* s off its list, where it was listed with `inuse` objects out; lock held. */
+static void list_remove(struct pa_central *c, struct pa_span *s, unsigned inuse)
+{
+	unsigned b = central_bucket(inuse, pa_sizeclasses[s->cls].objects);
 	*s->prevnext = s->next;
 	if (s->next != NULL)
 		s->next->prevnext = s->prevnext;
 	s->next = NULL;
 	s->prevnext = NULL;
+	if (c->partial[b] == NULL)
+		c->nonempty &= ~(1u << b);
+	c->nbucket[b]--;
+	c->npartial--;
+	c->partial_inuse -= inuse;
+}
+
+/* s had `was` objects out (listed with that count if listed) and has
+ * inuse_of(s) now: onto the list it belongs to, or off the lists when it
+ * is full; lock held. The caller retires it when it is empty. */
+static void relist(struct pa_central *c, struct pa_span *s, unsigned was)
+{
+	unsigned now = inuse_of(s), objects = pa_sizeclasses[s->cls].objects;
+	if (s->prevnext != NULL) {
+		if (s->nfree != 0 && central_bucket(was, objects) == central_bucket(now, objects)) {
+			c->partial_inuse += (size_t)now - was;
+			return;
+		}
+		list_remove(c, s, was);
+	}
+	if (s->nfree != 0)
+		list_push(c, s, now);
+}
+
+/* The fullest listed span: the first of the highest non-empty list (NULL:
+ * none); lock held. */
+static inline struct pa_span *fullest(const struct pa_central *c)
+{
+	return c->nonempty != 0 ? c->partial[63u - bits_clz(c->nonempty)] : NULL;
 }
 
 /*
@@ -129,7 +173,7 @@ static struct pa_span *grow_locked(struct pa_central *c, unsigned cls, struct pa
 		return NULL;
 	}
 	c->spans++;
-	list_push(c, s);
+	list_push(c, s, 0);
 	return s;
 }
 
@@ -247,8 +291,9 @@ static int carved(const struct pa_central *c, const struct pa_span *s)
 static struct pa_span *take_span(struct pa_central *c, unsigned cls, struct pa_span_spares *owner,
                                  int *carving)
 {
+	struct pa_span *top = fullest(c);
 	if (carving == NULL)
-		return c->partial != NULL ? c->partial : grow_locked(c, cls, owner);
+		return top != NULL ? top : grow_locked(c, cls, owner);
 	unsigned mine = CENTRAL_CARVE_SLOTS, idle = CENTRAL_CARVE_SLOTS;
 	for (unsigned k = 0; k < CENTRAL_CARVE_SLOTS; k++) {
 		if (c->carve[k].owner == owner)
@@ -263,14 +308,16 @@ static struct pa_span *take_span(struct pa_central *c, unsigned cls, struct pa_s
 		}
 		idle = mine; /* full: a new one in its place */
 	}
-	/* The first listed span no one carves: among the first SLOTS + 1
-	 * listed there is one, as at most SLOTS are carved. */
-	struct pa_span *s = c->partial;
-	while (s != NULL && carved(c, s))
-		s = s->next;
+	/* The fullest listed span no one carves: among the first SLOTS + 1
+	 * listed from the fullest down there is one, as at most SLOTS are
+	 * carved. */
+	struct pa_span *s = NULL;
+	for (uint32_t m = c->nonempty; s == NULL && m != 0; m &= ~(1u << (63u - bits_clz(m))))
+		for (s = c->partial[63u - bits_clz(m)]; s != NULL && carved(c, s);)
+			s = s->next;
 	if (idle == CENTRAL_CARVE_SLOTS) {
 		*carving = 0; /* every slot is another cache's: share */
-		return s != NULL ? s : c->partial != NULL ? c->partial : grow_locked(c, cls, owner);
+		return s != NULL ? s : top != NULL ? top : grow_locked(c, cls, owner);
 	}
 	if (s == NULL && (s = grow_locked(c, cls, owner)) == NULL) {
 		carve_clear(c, idle);
@@ -331,9 +378,9 @@ unsigned central_take(unsigned cls, unsigned n, void **head, struct pa_span_spar
 		struct pa_span *s = take_span(c, cls, owner, carving);
 		if (s == NULL)
 			break;
+		unsigned was = inuse_of(s);
 		got += take_from(c, s, n - got < s->nfree ? n - got : s->nfree, &tail);
-		if (s->nfree == 0)
-			list_remove(s);
+		relist(c, s, was);
 	}
 	*tail = NULL;
 	c->out += got;
@@ -358,12 +405,11 @@ void central_uncarve(unsigned cls, const void *owner)
 }
 
 /* Every object of s is back: give its pages to the heap and its record to
- * sp (span.h); lock held. Pages the sweep released go back as resident ones
- * (they read as zero; the scavenger releases them again in its own time). */
+ * sp (span.h); lock held, s off the lists. Pages the sweep released go back
+ * as resident ones (they read as zero; the scavenger releases them again in
+ * its own time). */
 static void retire_locked(struct pa_central *c, struct pa_span *s, struct pa_span_spares *sp)
 {
-	if (s->prevnext != NULL)
-		list_remove(s);
 	for (unsigned k = 0; k < CENTRAL_CARVE_SLOTS; k++)
 		if (c->carve[k].span == s)
 			carve_clear(c, k);
@@ -383,12 +429,17 @@ static void give_locked(struct pa_central *c, void *head, unsigned n, struct pa_
 	uint32_t now = pages_epoch();
 	struct pa_span *s = NULL;
 	uintptr_t span_bytes = 0;
+	unsigned was = 0; /* s's objects out when the run of its objects began */
 	for (unsigned k = 0; k < n; k++) {
 		void **o = head;
 		head = o[0];
-		/* Objects of one batch often share a span: look up only a new one. */
+		/* Objects of one batch often share a span: look up only a new one
+		 * (and move the last one to its list once). */
 		if (s == NULL || (uintptr_t)o + s->neg_base >= span_bytes) {
+			if (s != NULL)
+				relist(c, s, was);
 			s = pagemap_lookup((uintptr_t)o);
+			was = inuse_of(s);
 			span_bytes = s->npages * PA_PAGE_SIZE;
 			if (!s->dirty) {
 				__atomic_store_n(&s->dirty, 1, __ATOMIC_RELAXED);
@@ -410,12 +461,14 @@ static void give_locked(struct pa_central *c, void *head, unsigned n, struct pa_
 		if (i < s->scan)
 			s->scan = (uint16_t)i;
 		if (++s->nfree == span_objects(s)) {
+			if (s->prevnext != NULL)
+				list_remove(c, s, was);
 			retire_locked(c, s, sp);
 			s = NULL;
-		} else if (s->prevnext == NULL) {
-			list_push(c, s);
 		}
 	}
+	if (s != NULL)
+		relist(c, s, was);
 	c->out -= n;
 }
 
@@ -452,7 +505,7 @@ void central_adopt(struct pa_span *s, struct pa_span_spares *sp)
 	} else {
 		c->out += span_objects(s) - s->nfree;
 		if (s->nfree != 0)
-			list_push(c, s);
+			list_push(c, s, inuse_of(s));
 		span_fbump_update(s); /* the fast path's from here on */
 	}
 	lock_release(&c->lock);
@@ -530,4 +583,96 @@ void central_reset_locks(void)
 {
 	for (unsigned i = 1; i < PA_SC_NUM_CLASSES; i++)
 		lock_init(&central[i].lock);
+}
+
+/* ---- the defrag contract (central.h) ---------------------------------------- */
+
+/* Looked at from the fullest list down, the listed span other than `not`
+ * with the most objects out among the first DEFRAG_LOOK of the first list
+ * that has one (a list's spans differ by up to an eighth of a span); lock
+ * held. NULL: no span listed but `not`. */
+#define DEFRAG_LOOK 4u
+static struct pa_span *fullest_other(const struct pa_central *c, const struct pa_span * not )
+{
+	for (uint32_t m = c->nonempty; m != 0; m &= ~(1u << (63u - bits_clz(m)))) {
+		struct pa_span *best = NULL;
+		unsigned k = 0;
+		for (struct pa_span *t = c->partial[63u - bits_clz(m)];
+		     t != NULL && k < DEFRAG_LOOK; t = t->next) {
+			if (t == not )
+				continue;
+			if (best == NULL || inuse_of(t) > inuse_of(best))
+				best = t;
+			k++;
+		}
+		if (best != NULL)
+			return best;
+	}
+	return NULL;
+}
+
+/* central_defrag_hint with the lock held. */
+static int hint_locked(const struct pa_central *c, const struct pa_span *s)
+{
+	if (s->prevnext == NULL || carved(c, s))
+		return 0; /* full, or a cache's to carve */
+	unsigned inuse = inuse_of(s);
+	if (!central_defrag_rule(inuse, c->npartial, c->partial_inuse))
+		return 0;
+	const struct pa_span *t = fullest_other(c, s);
+	return t != NULL && inuse_of(t) >= inuse;
+}
+
+int central_defrag_hint(struct pa_span *s)
+{
+	struct pa_central *c = &central[s->cls];
+	lock_acquire(&c->lock);
+	int worth = hint_locked(c, s);
+	lock_release(&c->lock);
+	return worth;
+}
+
+void *central_defrag_take(unsigned cls, struct pa_span *from, struct pa_span_spares *sp)
+{
+	struct pa_central *c = &central[cls];
+	void *list = NULL, **tail = &list;
+	lock_acquire(&c->lock);
+	struct pa_span *t = fullest_other(c, from);
+	if (from != NULL && (t == NULL || inuse_of(t) < inuse_of(from)))
+		t = NULL; /* nowhere fuller to go */
+	else if (t == NULL)
+		t = grow_locked(c, cls, sp);
+	if (t != NULL) {
+		unsigned was = inuse_of(t);
+		take_from(c, t, 1, &tail);
+		relist(c, t, was);
+		c->out++;
+	}
+	lock_release(&c->lock);
+	if (list != NULL)
+		((void **)list)[1] = NULL; /* live: no free-key */
+	return list;
+}
+
+void central_defrag_give(void *p, struct pa_span_spares *sp)
+{
+	struct pa_span *s = pagemap_lookup((uintptr_t)p);
+	struct pa_central *c = &central[s->cls];
+	((void **)p)[0] = NULL;
+	((void **)p)[1] = (void *)span_free_key(p); /* as a free into a list writes */
+	lock_acquire(&c->lock);
+	give_locked(c, p, 1, sp);
+	lock_release(&c->lock);
+}
+
+void central_occupancy(unsigned cls, struct central_occupancy *o)
+{
+	struct pa_central *c = &central[cls];
+	lock_acquire(&c->lock);
+	o->spans = c->spans;
+	o->partial = c->npartial;
+	o->partial_free = c->npartial * pa_sizeclasses[cls].objects - c->partial_inuse;
+	for (unsigned b = 0; b < CENTRAL_BUCKETS; b++)
+		o->bucket_spans[b] = c->nbucket[b];
+	lock_release(&c->lock);
 }

@@ -48,8 +48,10 @@ struct pa_heap *heap_new(void)
 		return NULL;
 	}
 	lock_acquire(&h->lock);
-	for (unsigned c = 0; c < PA_SC_NUM_CLASSES; c++)
+	for (unsigned c = 0; c < PA_SC_NUM_CLASSES; c++) {
 		h->partial[c] = h->full[c] = NULL;
+		h->npartial[c] = h->partial_inuse[c] = 0;
+	}
 	h->large = NULL;
 	h->spans = h->large_objects = h->page_bytes = 0;
 	h->live_bytes = h->live_objects = 0;
@@ -164,21 +166,15 @@ static struct pa_span *grow(struct pa_heap *h, unsigned cls, struct pa_span_spar
 	}
 	mark(h, s);
 	list_push(&h->partial[cls], s);
+	h->npartial[cls]++;
 	h->spans++;
 	h->page_bytes += npages * PA_PAGE_SIZE;
 	return s;
 }
 
-void *heap_alloc_small(struct pa_heap *h, unsigned cls, struct pa_span_spares *sp)
+/* An object of h's partial span s of class cls; lock held, released. */
+static void *take_one(struct pa_heap *h, unsigned cls, struct pa_span *s)
 {
-	lock_acquire(&h->lock);
-	struct pa_span *s = h->partial[cls];
-	if (s == NULL && (s = grow(h, cls, sp)) == NULL) {
-		lock_release(&h->lock);
-		if (errno != EDQUOT)
-			errno = ENOMEM;
-		return NULL;
-	}
 	/* The lowest free index at or above scan (below it every bit is 1). */
 	unsigned w = s->scan / 64u;
 	uint64_t x = ~s->alloc[w] & (~(uint64_t)0 << (s->scan % 64u));
@@ -192,6 +188,10 @@ void *heap_alloc_small(struct pa_heap *h, unsigned cls, struct pa_span_spares *s
 	if (--s->nfree == 0) {
 		list_remove(s);
 		list_push(&h->full[cls], s);
+		h->npartial[cls]--;
+		h->partial_inuse[cls] -= span_objects(s) - 1u;
+	} else {
+		h->partial_inuse[cls]++;
 	}
 	h->live_objects++;
 	h->live_bytes += span_size(s);
@@ -201,6 +201,67 @@ void *heap_alloc_small(struct pa_heap *h, unsigned cls, struct pa_span_spares *s
 	vg_links_open(o);
 	o[1] = NULL; /* a free-key an earlier block here may have left */
 	return o;
+}
+
+void *heap_alloc_small(struct pa_heap *h, unsigned cls, struct pa_span_spares *sp)
+{
+	lock_acquire(&h->lock);
+	struct pa_span *s = h->partial[cls];
+	if (s == NULL && (s = grow(h, cls, sp)) == NULL) {
+		lock_release(&h->lock);
+		if (errno != EDQUOT)
+			errno = ENOMEM;
+		return NULL;
+	}
+	return take_one(h, cls, s);
+}
+
+/* The partial span of h's class cls other than `not` with the most objects
+ * out among the first HEAP_DEFRAG_LOOK listed (NULL: none); lock held. */
+#define HEAP_DEFRAG_LOOK 8u
+static struct pa_span *fullest_other(struct pa_heap *h, unsigned cls, const struct pa_span * not )
+{
+	struct pa_span *best = NULL;
+	unsigned k = 0;
+	for (struct pa_span *t = h->partial[cls]; t != NULL && k < HEAP_DEFRAG_LOOK; t = t->next) {
+		if (t == not )
+			continue;
+		if (best == NULL || t->nfree < best->nfree)
+			best = t;
+		k++;
+	}
+	return best;
+}
+
+int heap_defrag_hint(struct pa_heap *h, struct pa_span *s)
+{
+	lock_acquire(&h->lock);
+	unsigned cls = s->cls;
+	int worth = 0;
+	if (span_heaps(s) && heap_of(s) == h && s->nfree != 0) {
+		unsigned inuse = span_objects(s) - s->nfree;
+		const struct pa_span *t = fullest_other(h, cls, s);
+		worth = central_defrag_rule(inuse, h->npartial[cls], h->partial_inuse[cls]) &&
+		        t != NULL && t->nfree <= s->nfree;
+	}
+	lock_release(&h->lock);
+	return worth;
+}
+
+void *heap_defrag_take(struct pa_heap *h, unsigned cls, struct pa_span *from,
+                       struct pa_span_spares *sp)
+{
+	lock_acquire(&h->lock);
+	struct pa_span *t = fullest_other(h, cls, from);
+	if (from != NULL && t != NULL && t->nfree > from->nfree)
+		t = NULL;
+	if (t == NULL && (from != NULL || (t = grow(h, cls, sp)) == NULL)) {
+		lock_release(&h->lock);
+		if (from == NULL && errno != EDQUOT)
+			errno = ENOMEM;
+		return NULL;
+	}
+	return take_one(h, cls, t);
 }
 
 /* Empty small span s of h goes back to the page heap; lock held. */
@@ -278,11 +339,17 @@ int heap_free(struct pa_span *s, void *p, const char *func, struct pa_span_spare
 	if (s->nfree++ == 0) {
 		list_remove(s);
 		list_push(partial, s);
+		h->npartial[s->cls]++;
+		h->partial_inuse[s->cls] += span_objects(s) - 1u;
+	} else {
+		h->partial_inuse[s->cls]--;
 	}
 	/* Empty: back to the page heap, unless it is the class's only span
 	 * with room (a malloc/free pair would make and retire it each time). */
-	if (s->nfree == span_objects(s) && !(*partial == s && s->next == NULL))
+	if (s->nfree == span_objects(s) && !(*partial == s && s->next == NULL)) {
+		h->npartial[s->cls]--;
 		retire_small(h, s, sp);
+	}
 	lock_release(&h->lock);
 	return 1;
 }
@@ -319,6 +386,7 @@ static void take_lists(struct pa_heap *h, struct pa_span *heads[HEAP_LISTS])
 		heads[c] = h->partial[c];
 		heads[PA_SC_NUM_CLASSES + c] = h->full[c];
 		h->partial[c] = h->full[c] = NULL;
+		h->npartial[c] = h->partial_inuse[c] = 0;
 	}
 	heads[2 * PA_SC_NUM_CLASSES] = h->large;
 	h->large = NULL;

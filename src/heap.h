@@ -64,12 +64,16 @@ struct pa_heap {
 	int live;                                   /* 1 from heap_new to destroy/delete */
 	struct pa_span *partial[PA_SC_NUM_CLASSES]; /* spans with a free object */
 	struct pa_span *full[PA_SC_NUM_CLASSES];    /* spans with none */
-	struct pa_span *large;                      /* large objects */
-	size_t spans, large_objects;                /* on those lists */
-	size_t page_bytes;                          /* their pages, in bytes */
-	size_t live_bytes, live_objects;            /* objects handed out, not freed */
-	uint64_t allocs, frees, limit_failures;     /* over the heap's life */
-	size_t limit;                               /* page_bytes may not pass it; 0: none */
+	/* Per class, for the defrag contract (central.h's rule): partial
+	 * spans, and their objects handed out. */
+	uint32_t npartial[PA_SC_NUM_CLASSES];
+	uint32_t partial_inuse[PA_SC_NUM_CLASSES];
+	struct pa_span *large;                  /* large objects */
+	size_t spans, large_objects;            /* on those lists */
+	size_t page_bytes;                      /* their pages, in bytes */
+	size_t live_bytes, live_objects;        /* objects handed out, not freed */
+	uint64_t allocs, frees, limit_failures; /* over the heap's life */
+	size_t limit;                           /* page_bytes may not pass it; 0: none */
 	int numa_node; /* the page heap its new pages come from (pages.h), -1: the CPU's */
 	struct pa_heap *next_free; /* the registry's free slots */
 } __attribute__((aligned(64)));
@@ -100,6 +104,20 @@ void *heap_alloc_large(struct pa_heap *h, size_t n, size_t align, int zero,
  * frees p into the default heap). A block already free is reported as a
  * double free under FUNC's name. */
 int heap_free(struct pa_span *s, void *p, const char *func, struct pa_span_spares *sp);
+
+/*
+ * The defrag contract within heap h (pagealloc.h: pa_heap_defrag_*), as the
+ * central lists answer it for the default heap (central.h): is live block
+ * p of h's small span s worth moving (s partial, at most 12.5% fuller than
+ * h's partial spans of its class on average, and another of them at least
+ * as full)? heap_defrag_take: an object of class cls from the fullest of
+ * h's partial spans of that class (among the first few listed) other than
+ * `from` and at least as full as `from`; NULL when there is none (with
+ * `from` NULL, a new span: NULL then is errno ENOMEM or EDQUOT).
+ */
+int heap_defrag_hint(struct pa_heap *h, struct pa_span *s);
+void *heap_defrag_take(struct pa_heap *h, unsigned cls, struct pa_span *from,
+                       struct pa_span_spares *sp);
 
 /* Is s's block p one that a block of n bytes fits in, where it is? */
 int heap_fits(const struct pa_span *s, size_t n);

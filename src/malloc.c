@@ -1130,3 +1130,169 @@ int pa_heap_set_numa_node(pa_heap_t *h, int node)
 {
 	return heap_set_numa_node(heap_check(h, "pa_heap_set_numa_node"), node);
 }
+
+/* ---- defragmentation (central.h, heap.h: the defrag contract) ----------------- */
+
+/* p checked as pa_free checks it, under func's name (a bad pointer: its one
+ * line): its span when p is a live small block of a span (a heap's or the
+ * central lists'), else NULL (NULL, a guarded, large or sampled block:
+ * nothing defrag judges). */
+static struct pa_span *defrag_span(const char *func, const void *p)
+{
+	struct pa_span *s;
+	if (p == NULL || malloc_ready() != 0)
+		return NULL;
+	if (block_check((void *)p, &s) >= 0) {
+		if (guard_owns(p))
+			return NULL;
+		block_fault(func, (void *)p);
+	}
+	return s->cls != 0 ? s : NULL;
+}
+
+/* The span of p when it is a live small block of the default heap's. */
+static struct pa_span *defrag_central_span(const char *func, const void *p)
+{
+	struct pa_span *s = defrag_span(func, p);
+	return s != NULL && !span_heaps(s) ? s : NULL;
+}
+
+int pa_defrag_hint(const void *p)
+{
+	struct pa_span *s = defrag_central_span("pa_defrag_hint", p);
+	return s != NULL && central_defrag_hint(s);
+}
+
+/* The allocation's counts and, under memcheck, its block (the object came
+ * straight from a span: no thread cache). */
+static void *defrag_got(void *p, unsigned cls, size_t n)
+{
+	count_alloc(tcache_real(), 1, pa_sizeclasses[cls].size);
+	if (vg_active()) {
+		VALGRIND_MAKE_MEM_NOACCESS(p, pa_sizeclasses[cls].size);
+		vg_block_live(p, n, 0);
+		vg_note_size(p, n);
+	}
+	return p;
+}
+
+void *pa_defrag_malloc(size_t n)
+{
+	if (n > PA_SC_MAX_SMALL)
+		return pa_malloc(n);
+	if (malloc_ready() != 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	int saved = errno;
+	unsigned cls = pa_size_to_class(n);
+	void *p = central_defrag_take(cls, NULL, tcache_spares(tcache_real()));
+	if (p == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	errno = saved;
+	return defrag_got(p, cls, n);
+}
+
+/* Live small block p of central span s straight back to its span. */
+static void defrag_give(struct pa_span *s, void *p)
+{
+	int saved = errno;
+	struct pa_tcache *tc = tcache_real();
+	count_free(tc, 1, (int64_t)span_size(s));
+	central_defrag_give(p, tcache_spares(tc));
+	if (vg_active())
+		VALGRIND_FREELIKE_BLOCK(p, 0);
+	errno = saved;
+}
+
+void pa_defrag_free(void *p)
+{
+	struct pa_span *s = defrag_central_span("pa_defrag_free", p);
+	if (s == NULL) {
+		pa_free(p); /* a heap's block goes to its span all the same */
+		return;
+	}
+	defrag_give(s, p);
+}
+
+void *pa_defrag_move(void *p)
+{
+	struct pa_span *s = defrag_central_span("pa_defrag_move", p);
+	if (s == NULL || !central_defrag_hint(s))
+		return p;
+	size_t n = span_usable_of(s, p);
+	void *q = central_defrag_take(s->cls, s, tcache_spares(tcache_real()));
+	if (q == NULL)
+		return p; /* another thread filled the destination meanwhile */
+	defrag_got(q, s->cls, n);
+	vg_copy(q, p, n);
+	defrag_give(s, p);
+	return q;
+}
+
+size_t pa_defrag_frag_bytes(void)
+{
+	size_t bytes = 0;
+	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
+		struct central_occupancy o;
+		central_occupancy(cls, &o);
+		bytes += o.partial_free * pa_sizeclasses[cls].size;
+	}
+	return bytes;
+}
+
+/* The span of p when it is a live small block of heap h's. */
+static struct pa_span *defrag_heap_span(struct pa_heap *h, const char *func, const void *p)
+{
+	struct pa_span *s = defrag_span(func, p);
+	return s != NULL && span_heaps(s) && heap_of(s) == h ? s : NULL;
+}
+
+int pa_heap_defrag_hint(pa_heap_t *h, const void *p)
+{
+	struct pa_heap *hp = heap_check(h, "pa_heap_defrag_hint");
+	struct pa_span *s = defrag_heap_span(hp, "pa_heap_defrag_hint", p);
+	return s != NULL && heap_defrag_hint(hp, s);
+}
+
+void *pa_heap_defrag_malloc(pa_heap_t *h, size_t n)
+{
+	struct pa_heap *hp = heap_check(h, "pa_heap_defrag_malloc");
+	if (n > PA_SC_MAX_SMALL)
+		return heap_block(hp, n, 16, 0);
+	int saved = errno;
+	unsigned cls = pa_size_to_class(n);
+	void *p = heap_defrag_take(hp, cls, NULL, tcache_spares(tcache_real()));
+	if (p == NULL) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	errno = saved;
+	vg_block_live(p, n, 0);
+	return p;
+}
+
+void pa_heap_defrag_free(pa_heap_t *h, void *p)
+{
+	struct pa_heap *hp = heap_check(h, "pa_heap_defrag_free");
+	(void)hp;
+	pa_free(p); /* a heap's blocks go straight to their spans */
+}
+
+void *pa_heap_defrag_move(pa_heap_t *h, void *p)
+{
+	struct pa_heap *hp = heap_check(h, "pa_heap_defrag_move");
+	struct pa_span *s = defrag_heap_span(hp, "pa_heap_defrag_move", p);
+	if (s == NULL || !heap_defrag_hint(hp, s))
+		return p;
+	size_t n = span_usable_of(s, p);
+	void *q = heap_defrag_take(hp, s->cls, s, tcache_spares(tcache_real()));
+	if (q == NULL)
+		return p;
+	vg_block_live(q, n, 0);
+	vg_copy(q, p, n);
+	free_checked(s, p, "pa_heap_defrag_move");
+	return q;
+}

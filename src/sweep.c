@@ -80,21 +80,23 @@ size_t sweep_spans(uint32_t now, uint32_t min_age, unsigned max_spans)
 	for (unsigned k = 0; k < PA_SC_NUM_CLASSES - 1 && spans < max_spans; k++) {
 		struct pa_central *c = &central[cursor];
 		lock_acquire(&c->lock);
-		for (struct pa_span *s = c->dirty != 0 ? c->partial : NULL;
-		     s != NULL && spans < max_spans; s = s->next) {
-			if (!s->dirty || (uint16_t)(now_unit - s->gave_epoch) < age_min)
-				continue;
-			__atomic_store_n(&s->dirty, 0, __ATOMIC_RELAXED);
-			c->dirty--;
-			uint32_t m =
-			    (size_t)s->nfree * span_size(s) < PA_SPAN_RELPAGE ? 0 : sweepable(s);
-			if (m == 0)
-				continue;
-			unsigned n = release_pages(s, m, lazy);
-			c->rel_pages += n;
-			done += n;
-			spans++;
-		}
+		for (unsigned b = 0; b < CENTRAL_BUCKETS * (c->dirty != 0); b++)
+			for (struct pa_span *s = c->partial[b]; s != NULL && spans < max_spans;
+			     s = s->next) {
+				if (!s->dirty || (uint16_t)(now_unit - s->gave_epoch) < age_min)
+					continue;
+				__atomic_store_n(&s->dirty, 0, __ATOMIC_RELAXED);
+				c->dirty--;
+				uint32_t m = (size_t)s->nfree * span_size(s) < PA_SPAN_RELPAGE
+				                 ? 0
+				                 : sweepable(s);
+				if (m == 0)
+					continue;
+				unsigned n = release_pages(s, m, lazy);
+				c->rel_pages += n;
+				done += n;
+				spans++;
+			}
 		lock_release(&c->lock);
 		if (spans < max_spans)
 			cursor = cursor + 1 < PA_SC_NUM_CLASSES ? cursor + 1 : 1;

@@ -865,7 +865,7 @@ static void live_threads_refill_from_spans_of_their_own(void **state)
 	unsigned cls = pa_size_to_class(CV_SIZE);
 	TU_EQ(pa_sizeclasses[cls].size, CV_SIZE);
 	pa_thread_cache_flush();
-	TU_EQ(central[cls].partial == NULL, 1);
+	TU_EQ(central[cls].nonempty == 0, 1);
 	struct pa_malloc_stats m;
 	assert_int_equal(pa_malloc_stats(&m), 0);
 	TU_EQ(m.thread_caches, 1);
