@@ -109,15 +109,33 @@ class Client:
         return dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
 
 
+    def pipeline_simple(self, commands):
+        """pipeline() for commands whose replies are one line each (SET, DEL):
+        counts the replies, fails on an error or any other reply."""
+        out = []
+        for c in commands:
+            out.append(b"*%d\r\n" % len(c))
+            for a in c:
+                out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        self.sock.sendall(b"".join(out))
+        while self.buf.count(b"\r\n") < len(commands):
+            self._fill()
+        lines = self.buf.split(b"\r\n", len(commands))
+        self.buf = lines.pop()
+        bad = [x for x in lines if x[:1] not in (b"+", b":")]
+        if bad:
+            raise RuntimeError("server replied %r" % bad[0][:80])
+
+
 def run_batched(client, commands):
     batch = []
     for c in commands:
         batch.append(c)
         if len(batch) == BATCH:
-            client.pipeline(batch)
+            client.pipeline_simple(batch)
             batch = []
     if batch:
-        client.pipeline(batch)
+        client.pipeline_simple(batch)
 
 
 # ---- the server process -------------------------------------------------------------
