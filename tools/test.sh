@@ -77,6 +77,9 @@ done
 step "report tool: tools/test_report.py (medians, ratios, targets, tables)"
 python3 tools/test_report.py
 
+step "Valkey backend: tools/valkey/test_apply_valkey.py (the edits to a checkout)"
+python3 tools/valkey/test_apply_valkey.py
+
 step "fuzzing: tools/fuzz.sh --time 45 (build-fuzz/: fuzz_conf, fuzz_malloc on their corpus)"
 tools/fuzz.sh --time 45
 
