@@ -6,7 +6,8 @@ servers or allocators alternating inside one run (Python 3 standard library).
         [--keys 1000000] [--value 256] [--watch-s 30] [--out DIR]
 
     Each SERVER (a valkey-server or redis-server binary: Valkey built with its
-    bundled jemalloc, Valkey built on libpagealloc by tools/valkey/build-valkey.sh)
+    bundled jemalloc, Valkey built on libpagealloc by tools/valkey/build-valkey.sh;
+    "VAR=VALUE ... PATH" sets the server's environment, e.g. PAGEALLOC_CONF)
     runs with activedefrag yes, active-defrag-ignore-bytes 1mb and
     active-defrag-threshold-lower 5. The script SETs KEYS keys of VALUE-byte
     values, DELetes 9 keys in 10 (every key whose number does not end in 0),
@@ -198,9 +199,13 @@ DEFRAG_ARGS = ["--activedefrag", "yes", "--active-defrag-ignore-bytes", "1mb",
                "--active-defrag-threshold-lower", "5"]
 
 
-def defrag_run(name, binary, rnd, a, out):
+def defrag_run(name, server, rnd, a, out):
+    # SERVER may start with VAR=VALUE words: the server's environment.
+    words = server.split()
+    env = dict(os.environ)
+    env.update(w.split("=", 1) for w in words[:-1])
     log = open(os.path.join(out, "%s-%d.log" % (name, rnd)), "w")
-    s = Server(binary, free_port(), log, DEFRAG_ARGS)
+    s = Server(words[-1], free_port(), log, DEFRAG_ARGS, env=env)
     try:
         time.sleep(1)
         r = {"empty_rss": s.rss(), "empty_used": s.used()}
