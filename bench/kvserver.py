@@ -11,7 +11,7 @@ servers or allocators alternating inside one run (Python 3 standard library).
     runs with activedefrag yes, active-defrag-ignore-bytes 1mb and
     active-defrag-threshold-lower 5. The script SETs KEYS keys of VALUE-byte
     values, DELetes 9 keys in 10 (every key whose number does not end in 0),
-    then watches RSS, used_memory, active_defrag_running and the server's CPU
+    then watches RSS, used_memory, active_defrag_running/hits/misses and the server's CPU
     time every 0.25 s for WATCH_S seconds. Per run: RSS and used_memory of the
     empty server, after the SETs, after the DELs and at the end; seconds until
     RSS came within 5% of its final value (settle_s); the server's CPU seconds
@@ -219,22 +219,26 @@ def defrag_run(name, server, rnd, a, out):
             t = time.time() - t0
             st = s.client.info("all")
             samples.append((t, s.rss(), int(st["used_memory"]), int(st["active_defrag_running"]),
-                            int(st.get("active_defrag_hits", 0)), s.cpu_s() - cpu0))
+                            int(st.get("active_defrag_hits", 0)), int(st.get("active_defrag_misses", 0)),
+                            s.cpu_s() - cpu0))
             if t >= a.watch_s:
                 break
             time.sleep(0.25)
         if s.client.call("DBSIZE") != str(a.keys // 10).encode():
             raise RuntimeError("%s: DBSIZE is not %d" % (name, a.keys // 10))
+        # The allocator's own account at the end (libpagealloc: its heap story).
+        with open(os.path.join(out, "%s-%d.malloc-stats.txt" % (name, rnd)), "wb") as f:
+            f.write(s.client.call("MEMORY", "MALLOC-STATS"))
     finally:
         s.stop()
         log.close()
     with open(os.path.join(out, "%s-%d.txt" % (name, rnd)), "w") as f:
-        f.write("# t_s rss_bytes used_memory defrag_running defrag_hits cpu_s\n")
+        f.write("# t_s rss_bytes used_memory defrag_running defrag_hits defrag_misses cpu_s\n")
         for x in samples:
-            f.write("%.2f %d %d %d %d %.2f\n" % x)
+            f.write("%.2f %d %d %d %d %d %.2f\n" % x)
     end = samples[-1]
-    r["delete_rss"], r["end_rss"], r["end_used"], r["cpu_s"] = samples[0][1], end[1], end[2], end[5]
-    r["hits"] = end[4]
+    r["delete_rss"], r["end_rss"], r["end_used"], r["cpu_s"] = samples[0][1], end[1], end[2], end[6]
+    r["hits"], r["misses"] = end[4], end[5]
     r["settle_s"] = next(x[0] for x in samples if x[1] <= end[1] * 1.05)
     r["rss_at_15s"] = next((x[1] for x in samples if x[0] >= 15), end[1])
     r["data_ratio"] = (end[1] - r["empty_rss"]) / max(1, end[2] - r["empty_used"])
@@ -244,7 +248,7 @@ def defrag_run(name, server, rnd, a, out):
 DEFRAG_COLUMNS = [("empty_rss", "MiB"), ("empty_used", "MiB"), ("full_rss", "MiB"),
                   ("delete_rss", "MiB"), ("rss_at_15s", "MiB"), ("end_rss", "MiB"),
                   ("end_used", "MiB"), ("data_ratio", "x"), ("settle_s", "s"), ("cpu_s", "s"),
-                  ("hits", "")]
+                  ("hits", ""), ("misses", "")]
 
 
 # ---- turnover ---------------------------------------------------------------------------
