@@ -17,7 +17,7 @@ servers or allocators alternating inside one run (Python 3 standard library).
     RSS came within 5% of its final value (settle_s); the server's CPU seconds
     from the last DEL to the end (cpu_s, active defrag's work and the cron's);
     data_ratio = (RSS - empty RSS) / (used_memory - empty used_memory) at the
-    end.
+    end. Then every surviving key is read back and compared.
 
   bench/kvserver.py turnover SERVER NAME=PRELOAD [NAME=PRELOAD ...] [--rounds 3]
         [--keys 1000000] [--turns 300000] [--pause-s 2] [--out DIR]
@@ -226,6 +226,11 @@ def defrag_run(name, server, rnd, a, out):
             time.sleep(0.25)
         if s.client.call("DBSIZE") != str(a.keys // 10).encode():
             raise RuntimeError("%s: DBSIZE is not %d" % (name, a.keys // 10))
+        # Every survivor's value intact after the moves.
+        for lo in range(0, a.keys, 10 * BATCH):
+            got = s.client.pipeline([[b"GET", key(i)] for i in range(lo, min(a.keys, lo + 10 * BATCH), 10)])
+            if any(v != value for v in got):
+                raise RuntimeError("%s: a value changed after active defrag" % name)
         # The allocator's own account at the end (libpagealloc: its heap story).
         with open(os.path.join(out, "%s-%d.malloc-stats.txt" % (name, rnd)), "wb") as f:
             f.write(s.client.call("MEMORY", "MALLOC-STATS"))
