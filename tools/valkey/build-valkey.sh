@@ -28,7 +28,7 @@ build=${2:-$root/build-valkey}
 jobs=${JOBS:-2}
 
 if [ ! -f "$build/libpagealloc.a" ]; then
-	cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DPA_BUILD_BENCH=OFF >/dev/null
+	cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DPA_BUILD_BENCH=OFF -DPA_BUILD_TESTS=OFF >/dev/null
 fi
 # Up to date even when the build directory was there already.
 cmake --build "$build" -j"$jobs" --target pagealloc_static
