@@ -281,9 +281,6 @@ struct pa_class_stats {
 	 * slots: what a defrag could win back (partial_free * size bytes). */
 	size_t partial_spans;
 	size_t partial_free;
-	/* Partial spans by occupancy: span_hist[b] holds those whose objects in
-	 * use are b/8 to (b+1)/8 of the span's. */
-	size_t span_hist[8];
 };
 
 /*

@@ -50,7 +50,7 @@ static inline unsigned inuse_of(const struct pa_span *s)
  * fullest first); lock held. */
 static void list_push(struct pa_central *c, struct pa_span *s, unsigned inuse)
 {
-	unsigned b = central_bucket(inuse, pa_sizeclasses[s->cls].objects);
+	unsigned b = central_bucket(inuse, c->bucket_mul);
 	s->next = c->partial[b];
 	if (s->next != NULL)
 		s->next->prevnext = &s->next;
@@ -65,7 +65,7 @@ static void list_push(struct pa_central *c, struct pa_span *s, unsigned inuse)
 /* s off its list, where it was listed with `inuse` objects out; lock held. */
 static void list_remove(struct pa_central *c, struct pa_span *s, unsigned inuse)
 {
-	unsigned b = central_bucket(inuse, pa_sizeclasses[s->cls].objects);
+	unsigned b = central_bucket(inuse, c->bucket_mul);
 	*s->prevnext = s->next;
 	if (s->next != NULL)
 		s->next->prevnext = s->prevnext;
@@ -81,18 +81,78 @@ static void list_remove(struct pa_central *c, struct pa_span *s, unsigned inuse)
 /* s had `was` objects out (listed with that count if listed) and has
  * inuse_of(s) now: onto the list it belongs to, or off the lists when it
  * is full; lock held. The caller retires it when it is empty. */
+static int carved(const struct pa_central *c, const struct pa_span *s);
+
+/*
+ * Draining spans. A class is fragmented when at least DRAIN_MIN_PARTIAL of
+ * its spans are partial and more than half of its spans' slots are free
+ * slots in partial spans: most of its memory is pinned by few objects (a
+ * key-value store after deleting most keys). There a sparse span (in the
+ * lowest list: at most an eighth in use) that no cache carves drains: its
+ * fbump is 0, so pa_free's fast path sends each of its objects to the slow
+ * path, which gives it straight back to the span (central_give_draining)
+ * instead of a thread cache, where the next malloc of the class would
+ * have put a new object back into the sparse span at once. Refills take
+ * the fullest spans, so new objects go to dense spans while the sparse
+ * ones empty and go back to the page heap, with no cooperation from the
+ * program. The mark is decided whenever a span changes list or hands out
+ * objects or takes them back (relist), from the class's counts then: a
+ * mark left stale by the class's later changes costs that span's next free
+ * a look under the lock, which decides again.
+ */
+#define DRAIN_MIN_PARTIAL 8u
+
+static int fragmented(const struct pa_central *c, size_t objects)
+{
+	size_t free_slots = c->npartial * objects - c->partial_inuse;
+	return c->npartial >= DRAIN_MIN_PARTIAL && 2 * free_slots > c->spans * objects;
+}
+
+static int draining(const struct pa_central *c, const struct pa_span *s)
+{
+	size_t objects = pa_sizeclasses[s->cls].objects;
+	return s->prevnext != NULL && inuse_of(s) * CENTRAL_BUCKETS < objects &&
+	       fragmented(c, objects) && !carved(c, s);
+}
+
+/* s's fbump (span.h): 0 while a page is released or the span drains, else
+ * bump; lock held. */
+static void fbump_mark(const struct pa_central *c, struct pa_span *s)
+{
+	__atomic_store_n(&s->fbump, s->relmap != 0 || draining(c, s) ? 0 : s->bump,
+	                 __ATOMIC_RELAXED);
+}
+
+/* fbump_mark, and the class's `frag` mark; lock held. When the class has
+ * just become fragmented, every span of the lowest list is marked: one
+ * that nothing touches meanwhile would not be, and its objects would go on
+ * through the thread caches. */
+static void fbump_set(struct pa_central *c, struct pa_span *s)
+{
+	fbump_mark(c, s);
+	uint32_t frag = (uint32_t)fragmented(c, pa_sizeclasses[s->cls].objects);
+	if (frag == c->frag)
+		return;
+	__atomic_store_n(&c->frag, frag, __ATOMIC_RELAXED);
+	for (struct pa_span *t = frag ? c->partial[0] : NULL; t != NULL; t = t->next)
+		fbump_mark(c, t);
+}
+
 static void relist(struct pa_central *c, struct pa_span *s, unsigned was)
 {
-	unsigned now = inuse_of(s), objects = pa_sizeclasses[s->cls].objects;
+	unsigned now = inuse_of(s);
 	if (s->prevnext != NULL) {
-		if (s->nfree != 0 && central_bucket(was, objects) == central_bucket(now, objects)) {
+		if (s->nfree != 0 &&
+		    central_bucket(was, c->bucket_mul) == central_bucket(now, c->bucket_mul)) {
 			c->partial_inuse += (size_t)now - was;
+			fbump_set(c, s);
 			return;
 		}
 		list_remove(c, s, was);
 	}
 	if (s->nfree != 0)
 		list_push(c, s, now);
+	fbump_set(c, s);
 }
 
 /* The fullest listed span: the first of the highest non-empty list (NULL:
@@ -158,6 +218,7 @@ static struct pa_span *grow_locked(struct pa_central *c, unsigned cls, struct pa
 	struct pa_span *s = span_new(cls, sp);
 	if (s == NULL)
 		return NULL;
+	c->bucket_mul = central_bucket_mul(pa_sizeclasses[cls].objects);
 	reserve_setup();
 	uintptr_t base = pages_alloc(pa_sizeclasses[cls].pages, NULL);
 	if (base == 0 && (base = reserve_take(cls, pa_sizeclasses[cls].pages)) == 0) {
@@ -365,15 +426,21 @@ static int stash_give(unsigned cls, void *b)
 	return 0;
 }
 
+static void give_locked(struct pa_central *c, void *head, unsigned n, struct pa_span_spares *sp);
+
 unsigned central_take(unsigned cls, unsigned n, void **head, struct pa_span_spares *owner,
                       int *carving)
 {
 	struct pa_central *c = &central[cls];
 	void *list = NULL, **tail = &list;
 	unsigned got = 0;
-	if (owner != NULL && n == central_batch(cls) && (*head = stash_take(cls)) != NULL)
+	int frag = __atomic_load_n(&c->frag, __ATOMIC_RELAXED);
+	if (owner != NULL && n == central_batch(cls) && !frag && (*head = stash_take(cls)) != NULL)
 		return n;
 	lock_acquire(&c->lock);
+	void *b;
+	if (frag && (b = stash_take(cls)) != NULL) /* its objects back to their spans */
+		give_locked(c, b, central_batch(cls), owner);
 	while (got < n) {
 		struct pa_span *s = take_span(c, cls, owner, carving);
 		if (s == NULL)
@@ -482,7 +549,8 @@ void central_give(unsigned cls, void *head, unsigned n, struct pa_span_spares *s
 
 void central_give_or_stash(unsigned cls, void *head, unsigned n, struct pa_span_spares *sp)
 {
-	if (n == central_batch(cls) && stash_give(cls, head))
+	if (n == central_batch(cls) && !__atomic_load_n(&central[cls].frag, __ATOMIC_RELAXED) &&
+	    stash_give(cls, head))
 		return;
 	central_give(cls, head, n, sp);
 }
@@ -499,6 +567,7 @@ void central_adopt(struct pa_span *s, struct pa_span_spares *sp)
 	/* A free of one of its objects in another thread now goes to a
 	 * thread cache, and from there to this list: after the lock. */
 	__atomic_store_n(&s->dirty, 0, __ATOMIC_RELAXED);
+	c->bucket_mul = central_bucket_mul(pa_sizeclasses[cls].objects);
 	c->spans++;
 	if (s->nfree == span_objects(s)) {
 		retire_locked(c, s, sp);
@@ -506,7 +575,7 @@ void central_adopt(struct pa_span *s, struct pa_span_spares *sp)
 		c->out += span_objects(s) - s->nfree;
 		if (s->nfree != 0)
 			list_push(c, s, inuse_of(s));
-		span_fbump_update(s); /* the fast path's from here on */
+		fbump_set(c, s); /* the fast path's from here on */
 	}
 	lock_release(&c->lock);
 }
@@ -663,6 +732,23 @@ void central_defrag_give(void *p, struct pa_span_spares *sp)
 	lock_acquire(&c->lock);
 	give_locked(c, p, 1, sp);
 	lock_release(&c->lock);
+}
+
+int central_give_draining(void *p, struct pa_span_spares *sp)
+{
+	struct pa_span *s = pagemap_lookup((uintptr_t)p);
+	struct pa_central *c = &central[s->cls];
+	lock_acquire(&c->lock);
+	if (!draining(c, s)) {
+		fbump_mark(c, s); /* a stale mark: the class changed since */
+		lock_release(&c->lock);
+		return 0;
+	}
+	((void **)p)[0] = NULL;
+	((void **)p)[1] = (void *)span_free_key(p); /* as a free into a list writes */
+	give_locked(c, p, 1, sp);
+	lock_release(&c->lock);
+	return 1;
 }
 
 void central_occupancy(unsigned cls, struct central_occupancy *o)

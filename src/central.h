@@ -87,10 +87,19 @@ static inline unsigned central_batch(unsigned cls)
 #define CENTRAL_BUCKETS 8u
 
 /* The list of a partial span with `inuse` of its `objects` out (inuse <
- * objects). */
-static inline unsigned central_bucket(unsigned inuse, unsigned objects)
+ * objects): inuse * CENTRAL_BUCKETS / objects, as a multiply by `mul`,
+ * central_bucket_mul(objects), and a shift. Exact: mul exceeds 2^27 /
+ * objects by less than 1, which moves inuse * mul by less than inuse, and
+ * a quotient's fraction is at least 1 / objects below the next integer,
+ * 2^24 / objects > 512 (inuse < objects <= 512) in the product's units. */
+static inline uint32_t central_bucket_mul(unsigned objects)
 {
-	return inuse * CENTRAL_BUCKETS / objects;
+	return (uint32_t)(((uint32_t)CENTRAL_BUCKETS << 24) / objects + 1u);
+}
+
+static inline unsigned central_bucket(unsigned inuse, uint32_t mul)
+{
+	return (unsigned)(((uint64_t)inuse * mul) >> 24);
 }
 
 /*
@@ -118,7 +127,11 @@ struct pa_central {
 	uint32_t nbucket[CENTRAL_BUCKETS];        /* spans in partial[b] */
 	size_t npartial;                          /* spans listed in partial[] */
 	size_t partial_inuse;                     /* their objects out of the span */
-	size_t spans;                             /* spans of this class */
+	uint32_t bucket_mul;                      /* central_bucket_mul(objects), set with
+	                                           * the class's first span */
+	uint32_t frag;    /* the class is fragmented (central.c: draining spans); relaxed
+	                   * atomic stores under the lock, read without it */
+	size_t spans;     /* spans of this class */
 	size_t out;       /* objects out of their spans: in caches, stashed or live */
 	size_t rel_pages; /* 4 KiB pages of its spans released by a sweep (sweep.h) */
 	size_t dirty;     /* spans with an object back since their last sweep */
@@ -214,6 +227,12 @@ void central_adopt(struct pa_span *s, struct pa_span_spares *sp);
 int central_defrag_hint(struct pa_span *s);
 void *central_defrag_take(unsigned cls, struct pa_span *from, struct pa_span_spares *sp);
 void central_defrag_give(void *p, struct pa_span_spares *sp);
+
+/* Live object p of a central list's span whose fbump is 0 (pa_free's slow
+ * path): when its span drains (central.c: a sparse span of a fragmented
+ * class), p goes straight back to it and 1 is returned; else 0, and the
+ * caller frees p as any other (the span's mark is brought up to date). */
+int central_give_draining(void *p, struct pa_span_spares *sp);
 
 /* What a class's spans hold (under its lock, one instant): spans, partial
  * spans, and the free slots inside partial spans (the objects a full

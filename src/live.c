@@ -27,11 +27,12 @@
 
 /* The figures, in file order; live_figures fills them in this order. */
 static const char *const figure_names[] = {
-    "heap_sys",         "heap_inuse",     "heap_alloc",        "heap_idle",     "heap_released",
-    "span_released",    "heap_usage",     "max_fragmentation", "live_objects",  "large_objects",
-    "large_bytes",      "thread_caches",  "cached_bytes",      "stashed_bytes", "rss",
-    "scavenger_cpu_ns", "released_total", "release_calls",     "cache_free",    "metadata",
-    "memory_limit",     "limit_overruns", "updates",           "stories",
+    "heap_sys",           "heap_inuse",     "heap_alloc",        "heap_idle",     "heap_released",
+    "span_released",      "heap_usage",     "max_fragmentation", "live_objects",  "large_objects",
+    "large_bytes",        "thread_caches",  "cached_bytes",      "stashed_bytes", "rss",
+    "scavenger_cpu_ns",   "released_total", "release_calls",     "cache_free",    "metadata",
+    "memory_limit",       "limit_overruns", "updates",           "stories",       "partial_spans",
+    "partial_free_bytes",
 };
 #define NFIGURES (sizeof(figure_names) / sizeof(figure_names[0]))
 _Static_assert(NFIGURES <= LIVE_MAX_FIGURES, "the figures fit their slots");
@@ -216,6 +217,11 @@ static void live_figures(uint64_t *v)
 	struct pa_stats s;
 	pa_malloc_stats(ms);
 	pa_stats(&s);
+	uint64_t partial = 0, partial_free = 0; /* pa_defrag_frag_bytes's, from ms */
+	for (size_t cls = 1; cls < ms->nclasses; cls++) {
+		partial += ms->classes[cls].partial_spans;
+		partial_free += (uint64_t)ms->classes[cls].partial_free * ms->classes[cls].size;
+	}
 	const uint64_t all[] = {
 	    ms->heap_sys,      ms->heap_inuse,    ms->heap_alloc,  ms->heap_idle,
 	    ms->heap_released, ms->span_released, ms->heap_usage,  ms->max_fragmentation,
@@ -223,6 +229,7 @@ static void live_figures(uint64_t *v)
 	    ms->cached_bytes,  ms->stashed_bytes, rss_bytes(),     s.scavenger_cpu_ns,
 	    s.released_total,  s.release_calls,   s.cache_free,    s.metadata,
 	    s.memory_limit,    s.limit_overruns,  live.updates,    live.stories,
+	    partial,           partial_free,
 	};
 	_Static_assert(sizeof(all) / sizeof(all[0]) == NFIGURES, "a value per figure");
 	memcpy(v, all, sizeof(all));

@@ -594,11 +594,28 @@ static int __attribute__((noinline)) free_heaps(struct pa_span *s, void *p, cons
 	return 1;
 }
 
+/* Checked small block p of span s, whose fbump is 0, straight back to its
+ * span when the span drains (central.h): 1, else 0. */
+static int __attribute__((noinline)) free_draining(struct pa_span *s, void *p)
+{
+	int saved = errno;
+	struct pa_tcache *tc = tcache_real();
+	if (!central_give_draining(p, tcache_spares(tc)))
+		return 0;
+	count_free(tc, 1, (int64_t)span_size(s));
+	errno = saved;
+	if (vg_active())
+		VALGRIND_FREELIKE_BLOCK(p, 0);
+	return 1;
+}
+
 /* Checked block p of span s, past pa_free's fast path: into its heap when
- * s is a heap's, else free_block. */
+ * s is a heap's, back to its span when the span drains, else free_block. */
 static inline void free_checked(struct pa_span *s, void *p, const char *func)
 {
 	if (span_heaps(s) && free_heaps(s, p, func))
+		return;
+	if (s->cls != 0 && __atomic_load_n(&s->fbump, __ATOMIC_RELAXED) == 0 && free_draining(s, p))
 		return;
 	free_block(s, p);
 }

@@ -23,7 +23,6 @@
 _Static_assert(PA_SC_NUM_CLASSES <= PA_MALLOC_MAX_CLASSES,
                "pa_malloc_stats has room for every class");
 _Static_assert(PA_SC_MAX_SMALL == PA_MALLOC_MAX_SMALL, "the public bound matches the table");
-_Static_assert(CENTRAL_BUCKETS == 8, "pa_class_stats.span_hist has a slot per list");
 
 int pa_malloc_stats(struct pa_malloc_stats *out)
 {
@@ -47,8 +46,6 @@ int pa_malloc_stats(struct pa_malloc_stats *out)
 		central_occupancy(cls, &occ);
 		k->partial_spans = occ.partial;
 		k->partial_free = occ.partial_free;
-		for (unsigned b = 0; b < CENTRAL_BUCKETS; b++)
-			k->span_hist[b] = occ.bucket_spans[b];
 		k->size = pa_sizeclasses[cls].size;
 		k->spans = spans;
 		k->pages = spans * pa_sizeclasses[cls].pages;

@@ -526,8 +526,11 @@ static void print_top_classes(struct out *o, const struct pa_malloc_stats *ms)
 		out_str(o, "size classes: no small objects\n");
 		return;
 	}
-	out_str(o, "top size classes by bytes (live / span = how full their spans are)\n");
-	out_str(o, "     size   spans  objects   cached         bytes  live / span\n");
+	out_str(o, "top size classes by bytes (live / span = how full their spans are; partial: "
+	           "spans with a free slot,\n  free in partial: the bytes of those slots, what "
+	           "moving objects could win back)\n");
+	out_str(o, "     size   spans  objects   cached         bytes  live / span  partial  free "
+	           "in partial\n");
 	for (size_t i = 0; i < n; i++) {
 		const struct pa_class_stats *c = &ms->classes[top[i]];
 		out_uint_w(o, c->size, 9);
@@ -537,8 +540,23 @@ static void print_top_classes(struct out *o, const struct pa_malloc_stats *ms)
 		out_uint_w(o, c->bytes, 14);
 		out_str(o, "       ");
 		out_pct(o, c->bytes, (uint64_t)c->pages * PA_PAGE_BYTES);
+		out_uint_w(o, c->partial_spans, 9);
+		out_uint_w(o, (uint64_t)c->partial_free * c->size, 17);
 		out_str(o, "\n");
 	}
+	uint64_t spans = 0, partial = 0, bytes = 0;
+	for (size_t cls = 1; cls < ms->nclasses; cls++) {
+		spans += ms->classes[cls].spans;
+		partial += ms->classes[cls].partial_spans;
+		bytes += (uint64_t)ms->classes[cls].partial_free * ms->classes[cls].size;
+	}
+	out_str(o, "  small spans: ");
+	out_uint(o, spans);
+	out_str(o, ", ");
+	out_uint(o, partial);
+	out_str(o, " of them partial, holding ");
+	out_mib(o, bytes);
+	out_str(o, " of free slots (pa_defrag_frag_bytes: what pa_defrag_move could win back)\n");
 }
 
 /* The threads that allocated the most bytes, and how many were seen. */

@@ -20,6 +20,11 @@ address at the left, every page coloured by what it is:
                       light orange
     per-CPU cache     purple: free pages a CPU's page cache holds, or
                       frees it queued
+                      a red bar under a span a defrag would empty: the
+                      defrag contract's rule (pagealloc.h, pa_defrag_hint):
+                      a partial span at most 12.5% fuller than its class's
+                      partial spans on average, with a fuller one to move
+                      its objects into
     free, resident    light grey
     free, released    very light grey inside the chunk's outline
     other             dark grey: pages in use by the page API's callers
@@ -131,6 +136,47 @@ def page_at(m, addr):
     return None
 
 
+def small_spans(m):
+    """The small spans of map m: (chunk index, first page, pages, Page of
+    its first page), in address order."""
+    out = []
+    for ci, c in enumerate(m["chunks"]):
+        pages = c["pages"]
+        p = 0
+        while p < len(pages):
+            pg = pages[p]
+            q = p + 1
+            if pg.kind == "small":
+                while q < len(pages) and pages[q].kind == "small" and \
+                        not pages[q].flags & FIRST:
+                    q += 1
+                out.append((ci, p, q - p, pg))
+            p = q
+    return out
+
+
+def defrag_spans(m):
+    """The small spans a defrag would empty, by the contract's rule
+    (src/central.h, central_defrag_rule): of the partial spans of a class
+    (some object free, some in use), those whose objects in use are at
+    most 9/8 of the class's average, when a span at least as full exists
+    to move into. Returns the list of small_spans' entries."""
+    by_class = collections.defaultdict(list)
+    for s in small_spans(m):
+        pg = s[3]
+        if 0 < pg.inuse < pg.objects:
+            by_class[pg.cls].append(s)
+    out = []
+    for spans in by_class.values():
+        n, total = len(spans), sum(s[3].inuse for s in spans)
+        for s in spans:
+            inuse = s[3].inuse
+            fuller = sum(1 for o in spans if o[3].inuse >= inuse) > 1
+            if fuller and inuse * n * 8 <= total * 9:
+                out.append(s)
+    return out
+
+
 def totals(m):
     """The legend's figures: "bytes" of pages per kind, chunks, heap_sys
     (the chunks' bytes), heap_inuse (less free, released and cached pages),
@@ -143,6 +189,8 @@ def totals(m):
     t["heap_inuse"] = t["heap_sys"] - b["free"] - b["released"] - b["cached"]
     t["small_objects"], t["small_object_bytes"] = m["small_objects"], m["small_bytes"]
     t["large_objects"], t["large_free_objects"] = m["large_objects"], m["large_free_objects"]
+    d = defrag_spans(m)
+    t["defrag_spans"], t["defrag_bytes"] = len(d), sum(s[2] for s in d) * ps
     return t
 
 
@@ -164,6 +212,7 @@ COLOURS = {
     "other": "#525252",
 }
 OUTLINE = "#b0b0b0"
+DEFRAG = "#d7301f"  # the bar under a span a defrag would empty
 BACKGROUND = "#ffffff"
 TEXT = "#222222"
 LABELS = {
@@ -228,6 +277,8 @@ def legend_lines(t):
     lines.append((None, "small objects in use %d (%s); live large objects %d, freed %d" %
                    (t["small_objects"], human(t["small_object_bytes"]), t["large_objects"],
                     t["large_free_objects"])))
+    lines.append(("defrag", "spans a defrag would empty (pa_defrag_move): %d, %s" %
+                  (t["defrag_spans"], human(t["defrag_bytes"]))))
     lines.append((None, "%d chunks of 4 MiB: heap_sys %s, in use %s, released %s" %
                    (t["chunks"], human(t["heap_sys"]), human(t["heap_inuse"]),
                     human(t["bytes"]["released"]))))
@@ -267,6 +318,10 @@ def draw(m, out_path):
                     title=page_title(m, c["base"], p, pages[p]) if q - p == 1 else
                     "%s (%d pages)" % (page_title(m, c["base"], p, pages[p]), q - p))
             p = q
+    # A bar under each span a defrag would empty, in the gap below its row.
+    for ci, p, npages, _ in defrag_spans(m):
+        x, y = cell_xy(ci, p)
+        cv.rect(x, y + CELL_H + 1, npages * CELL_W, 2, DEFRAG)
     # The legend: a swatch per kind, the small spans' shades, the totals.
     y = rows_end + 16
     for kind, line in legend:
@@ -275,6 +330,9 @@ def draw(m, out_path):
                 cv.rect(8 + s * 6, y, 6, 12, small_colour(s))
             cv.text(66, y + 10, line + "  (lightest: almost empty, darkest: full)", TEXT, 11,
                     "start")
+        elif kind == "defrag":
+            cv.rect(8 + 18, y + 5, 14, 3, DEFRAG)
+            cv.text(66, y + 10, line, TEXT, 11, "start")
         elif kind is not None:
             cv.rect(8 + 18, y - 1, 14, 14, OUTLINE)
             cv.rect(8 + 19, y, 12, 12, COLOURS[kind])

@@ -105,6 +105,24 @@ class MapTest(unittest.TestCase):
         self.assertEqual((t["small_objects"], t["large_objects"], t["large_free_objects"]),
                          (257, 2, 1))
 
+    def test_defrag_spans_follow_the_contracts_rule(self):
+        # Class 1 (512 objects a page): partial spans with 1, 1, 60 and 400 in
+        # use (average 115.5, its 9/8 129.9): the three below it have a fuller
+        # span to move into, 400 is above; a full span is not partial. Class
+        # 2: one partial span of two pages alone in its class, nowhere to go.
+        P = pm.Page
+        pages = [P("small", 1, pm.FIRST, 1, 512), P("small", 1, pm.FIRST, 400, 512),
+                 P("small", 1, pm.FIRST, 1, 512), P("small", 1, pm.FIRST, 512, 512),
+                 P("small", 2, pm.FIRST, 3, 512), P("small", 2, 0, 3, 512),
+                 P("small", 1, pm.FIRST, 60, 512)] + [P("free", 0, 0, 0, 0)] * 505
+        m = {"chunks": [{"base": BASE, "pages": pages}]}
+        d = pm.defrag_spans(m)
+        self.assertEqual([(ci, p, n) for ci, p, n, _ in d], [(0, 0, 1), (0, 2, 1), (0, 6, 1)])
+        self.assertEqual([(ci, p, n) for ci, p, n, _ in pm.small_spans(m)],
+                         [(0, 0, 1), (0, 1, 1), (0, 2, 1), (0, 3, 1), (0, 4, 2), (0, 6, 1)])
+        t = pm.totals(pm.read_map(self.path))
+        self.assertEqual((t["defrag_spans"], t["defrag_bytes"]), (0, 0))
+
     def test_shades_run_from_one_object_to_a_full_span(self):
         self.assertEqual(pm.page_colour(pm.Page("small", 1, 1, 1, 512)), pm.small_colour(0))
         self.assertEqual(pm.page_colour(pm.Page("small", 2, 1, 128, 256)), pm.small_colour(4))
