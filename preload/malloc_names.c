@@ -22,13 +22,15 @@
  * and delete in preload/new_delete.cc, except the four sized deletes below.
  *
  * C++'s sized operator delete(void *, size_t) and delete[] (and their
- * std::align_val_t forms) hold the size to free_sized's rule: a size larger
- * than the block's usable size is a fault, reported as "operator delete"
- * or "operator delete[]" (then abort). They are defined here, under their
- * mangled names (size_t is unsigned long, "m"; the alignment, a third
- * argument, is not read), because only here can they inline pa_free's fast
- * path: a wrapper in new_delete.cc would add a jump. The check costs a
- * 16-byte new + sized delete pair 4 instructions (docs/benchmarks.md).
+ * std::align_val_t forms) hold the size to the block's own class: a size
+ * of another class, smaller or larger (for a large block, another page
+ * count), is a fault, reported as "operator delete" or "operator delete[]"
+ * with the size passed and the block's (then abort). They are defined here,
+ * under their mangled names (size_t is unsigned long, "m"), because only
+ * here can they inline pa_free's fast path: a wrapper in new_delete.cc
+ * would add a jump. The fast path's check is one unsigned compare against
+ * the class's range (pa_sc_sizes), as many instructions as the compare with
+ * the class size it replaced (docs/benchmarks.md).
  */
 #include "../src/malloc.c"
 #include "live.h"
@@ -89,12 +91,44 @@ static void delete_array_sized(void *p, size_t size)
 	delete_sized_as(p, size, "operator delete[]");
 }
 
+/* The std::align_val_t forms (an enum of size_t: passed as one) hold the
+ * alignment too: the size's class for that alignment (block_class, as
+ * aligned_alloc_pow2 chose it) must be the block's, and the block that
+ * aligned. pa_free's fast checks first; free_sized_checked takes anything
+ * they do not pass, and names the fault. */
+static inline __attribute__((always_inline)) void
+delete_aligned_sized_as(void *p, size_t size, size_t align, const char *func)
+{
+	struct pa_tcache *tc = tcache_self;
+	struct pa_span *s;
+	size_t cls;
+	if (__builtin_expect(block_check_as(p, &s, tc, &cls, 1) >= 0 || cls == 0 ||
+	                         block_class(align, size) != cls ||
+	                         ((uintptr_t)p & (align - 1)) != 0 ||
+	                         tc->freed[cls] == tc->limit[cls],
+	                     0)) {
+		free_sized_checked(p, size, align, func, 1);
+		return;
+	}
+	free_block_as(tc, s, cls, p, 0, NULL);
+}
+
+static void delete_aligned_sized(void *p, size_t size, size_t align)
+{
+	delete_aligned_sized_as(p, size, align, "operator delete");
+}
+
+static void delete_array_aligned_sized(void *p, size_t size, size_t align)
+{
+	delete_aligned_sized_as(p, size, align, "operator delete[]");
+}
+
 /* operator delete(void *, size_t), delete[](void *, size_t), and both with
  * std::align_val_t */
 PA_ALIAS(_ZdlPvm, delete_sized);
 PA_ALIAS(_ZdaPvm, delete_array_sized);
-PA_ALIAS(_ZdlPvmSt11align_val_t, delete_sized);
-PA_ALIAS(_ZdaPvmSt11align_val_t, delete_array_sized);
+PA_ALIAS(_ZdlPvmSt11align_val_t, delete_aligned_sized);
+PA_ALIAS(_ZdaPvmSt11align_val_t, delete_array_aligned_sized);
 
 /* A static link (cc -static app.c -lpagealloc-preload) takes this object for
  * malloc, and with this reference live.o too, whose constructor hands the
@@ -102,3 +136,12 @@ PA_ALIAS(_ZdaPvmSt11align_val_t, delete_array_sized);
  * nothing else names live.o, and a linker leaves an archive's unnamed
  * objects out. (The shared library has every object.) */
 __attribute__((used)) static void (*const pull_live)(void) = live_init;
+
+/* The sized deletes, where a guarded block's "freed at" stack is trimmed
+ * (src/prof.h), as malloc.c's frees are. */
+static const prof_entry_fn delete_entries[] __attribute__((used, section("pa_prof_entry"))) = {
+    (prof_entry_fn)delete_sized,
+    (prof_entry_fn)delete_array_sized,
+    (prof_entry_fn)delete_aligned_sized,
+    (prof_entry_fn)delete_array_aligned_sized,
+};

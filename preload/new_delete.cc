@@ -185,4 +185,24 @@ struct prof_entry_table {
     &operator new, &operator new[], &operator new, &operator new[],
 };
 static_assert(sizeof(prof_entry_table) == 8 * sizeof(void (*)()), "one pointer per operator");
+
+/* The deletes likewise: a guarded block's "freed at" stack (src/guard.h)
+ * starts at their caller, also where a delete calls pa_free rather than
+ * jumping to it (an unoptimised build). */
+using delete_fn = void (*)(void *) noexcept;
+using delete_nothrow_fn = void (*)(void *, const std::nothrow_t &) noexcept;
+using delete_aligned_fn = void (*)(void *, std::align_val_t) noexcept;
+using delete_aligned_nothrow_fn = void (*)(void *, std::align_val_t,
+                                           const std::nothrow_t &) noexcept;
+struct delete_entry_table {
+	delete_fn plain, array;
+	delete_nothrow_fn plain_nothrow, array_nothrow;
+	delete_aligned_fn aligned, array_aligned;
+	delete_aligned_nothrow_fn aligned_nothrow, array_aligned_nothrow;
+};
+[[gnu::used, gnu::section("pa_prof_entry")]] constexpr delete_entry_table delete_entries = {
+    &operator delete, &operator delete[], &operator delete, &operator delete[],
+    &operator delete, &operator delete[], &operator delete, &operator delete[],
+};
+static_assert(sizeof(delete_entry_table) == 8 * sizeof(void (*)()), "one pointer per operator");
 } // namespace

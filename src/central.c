@@ -88,7 +88,8 @@ static int carved(const struct pa_central *c, const struct pa_span *s);
  * its spans are partial and more than half of its spans' slots are free
  * slots in partial spans: most of its memory is pinned by few objects (a
  * key-value store after deleting most keys). There a sparse span (in the
- * lowest list: at most an eighth in use) that no cache carves drains: its
+ * DRAIN_LISTS lowest lists: at most a quarter in use) that no cache
+ * carves drains: its
  * fbump is 0, so pa_free's fast path sends each of its objects to the slow
  * path, which gives it straight back to the span (central_give_draining)
  * instead of a thread cache, where the next malloc of the class would
@@ -101,41 +102,54 @@ static int carved(const struct pa_central *c, const struct pa_span *s);
  * a look under the lock, which decides again.
  */
 #define DRAIN_MIN_PARTIAL 8u
+#define DRAIN_LISTS 2u
 
-static int fragmented(const struct pa_central *c, size_t objects)
+static inline int fragmented(const struct pa_central *c, size_t objects)
 {
-	size_t free_slots = c->npartial * objects - c->partial_inuse;
-	return c->npartial >= DRAIN_MIN_PARTIAL && 2 * free_slots > c->spans * objects;
+	return c->npartial >= DRAIN_MIN_PARTIAL &&
+	       2 * (c->npartial * objects - c->partial_inuse) > c->spans * objects;
+}
+
+/* Does s drain, in class c whose fragmented() is frag? */
+static inline int drains(const struct pa_central *c, const struct pa_span *s, int frag)
+{
+	return frag && s->prevnext != NULL &&
+	       inuse_of(s) * CENTRAL_BUCKETS <
+	           DRAIN_LISTS * (unsigned)pa_sizeclasses[s->cls].objects &&
+	       !carved(c, s);
 }
 
 static int draining(const struct pa_central *c, const struct pa_span *s)
 {
-	size_t objects = pa_sizeclasses[s->cls].objects;
-	return s->prevnext != NULL && inuse_of(s) * CENTRAL_BUCKETS < objects &&
-	       fragmented(c, objects) && !carved(c, s);
+	return drains(c, s, fragmented(c, pa_sizeclasses[s->cls].objects));
 }
 
 /* s's fbump (span.h): 0 while a page is released or the span drains, else
  * bump; lock held. */
-static void fbump_mark(const struct pa_central *c, struct pa_span *s)
+static inline void fbump_mark(const struct pa_central *c, struct pa_span *s, int frag)
 {
-	__atomic_store_n(&s->fbump, s->relmap != 0 || draining(c, s) ? 0 : s->bump,
+	__atomic_store_n(&s->fbump, s->relmap != 0 || drains(c, s, frag) ? 0 : s->bump,
 	                 __ATOMIC_RELAXED);
 }
 
-/* fbump_mark, and the class's `frag` mark; lock held. When the class has
- * just become fragmented, every span of the lowest list is marked: one
- * that nothing touches meanwhile would not be, and its objects would go on
- * through the thread caches. */
-static void fbump_set(struct pa_central *c, struct pa_span *s)
+static void __attribute__((noinline)) frag_changed(struct pa_central *c, int frag)
 {
-	fbump_mark(c, s);
-	uint32_t frag = (uint32_t)fragmented(c, pa_sizeclasses[s->cls].objects);
-	if (frag == c->frag)
-		return;
-	__atomic_store_n(&c->frag, frag, __ATOMIC_RELAXED);
-	for (struct pa_span *t = frag ? c->partial[0] : NULL; t != NULL; t = t->next)
-		fbump_mark(c, t);
+	__atomic_store_n(&c->frag, (uint32_t)frag, __ATOMIC_RELAXED);
+	for (unsigned b = 0; frag && b < DRAIN_LISTS; b++)
+		for (struct pa_span *t = c->partial[b]; t != NULL; t = t->next)
+			fbump_mark(c, t, frag);
+}
+
+/* fbump_mark, and the class's `frag` mark; lock held. When the class has
+ * just become fragmented, every span of the DRAIN_LISTS lowest lists is
+ * marked: one that nothing touches meanwhile would not be, and its objects
+ * would go on through the thread caches. */
+static inline void fbump_set(struct pa_central *c, struct pa_span *s)
+{
+	int frag = fragmented(c, pa_sizeclasses[s->cls].objects);
+	fbump_mark(c, s, frag);
+	if ((uint32_t)frag != c->frag)
+		frag_changed(c, frag);
 }
 
 static void relist(struct pa_central *c, struct pa_span *s, unsigned was)
@@ -740,7 +754,7 @@ int central_give_draining(void *p, struct pa_span_spares *sp)
 	struct pa_central *c = &central[s->cls];
 	lock_acquire(&c->lock);
 	if (!draining(c, s)) {
-		fbump_mark(c, s); /* a stale mark: the class changed since */
+		fbump_mark(c, s, fragmented(c, pa_sizeclasses[s->cls].objects)); /* stale */
 		lock_release(&c->lock);
 		return 0;
 	}

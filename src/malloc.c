@@ -34,6 +34,7 @@
 #include "heap.h"
 #include "large.h"
 #include "lock.h"
+#include "msg.h"
 #include "os.h"
 #include "pagealloc.h"
 #include "pagemap.h"
@@ -168,11 +169,32 @@ static void *aligned_alloc_pow2(size_t align, size_t n);
  * and what they may jump to in a tail call (their own frame then gone).
  * Each compilation of this file (pa_ names, and the C library's in the
  * preload) lists its own. */
+static void free_other(void *p);
+static void free_sized_other(void *p, size_t size, const char *func);
+static void *realloc_guarded(void *p, size_t n);
+static void guard_free_counted(const char *func, void *p);
+/* ... and the frees, whose stacks a guarded block's report prints ("freed
+ * at"): from the program's frame on, as the allocation's. */
 static const prof_entry_fn prof_entries[] __attribute__((used, section("pa_prof_entry"))) = {
-    (prof_entry_fn)pa_malloc,         (prof_entry_fn)pa_calloc,   (prof_entry_fn)pa_realloc,
-    (prof_entry_fn)pa_reallocarray,   (prof_entry_fn)pa_memalign, (prof_entry_fn)pa_aligned_alloc,
-    (prof_entry_fn)pa_posix_memalign, (prof_entry_fn)pa_valloc,   (prof_entry_fn)pa_pvalloc,
-    (prof_entry_fn)small_alloc_slow,  (prof_entry_fn)alloc_large, (prof_entry_fn)aligned_alloc_pow2,
+    (prof_entry_fn)pa_malloc,
+    (prof_entry_fn)pa_calloc,
+    (prof_entry_fn)pa_realloc,
+    (prof_entry_fn)pa_reallocarray,
+    (prof_entry_fn)pa_memalign,
+    (prof_entry_fn)pa_aligned_alloc,
+    (prof_entry_fn)pa_posix_memalign,
+    (prof_entry_fn)pa_valloc,
+    (prof_entry_fn)pa_pvalloc,
+    (prof_entry_fn)small_alloc_slow,
+    (prof_entry_fn)alloc_large,
+    (prof_entry_fn)aligned_alloc_pow2,
+    (prof_entry_fn)pa_free,
+    (prof_entry_fn)free_other,
+    (prof_entry_fn)pa_free_sized,
+    (prof_entry_fn)pa_free_aligned_sized,
+    (prof_entry_fn)free_sized_other,
+    (prof_entry_fn)realloc_guarded,
+    (prof_entry_fn)guard_free_counted,
 };
 
 /* Block p (large span s) is sampled for n requested bytes, usable bytes: its
@@ -203,11 +225,14 @@ static inline void count_free(struct pa_tcache *tc, int64_t n, int64_t bytes)
 		tcache_count_add(&tc->slow_free, n, bytes);
 }
 
-/* guard_free, counted. */
-static void guard_free_counted(const char *func, void *p)
+/* guard_free, counted. The call stays a call, not a jump (the asm): this
+ * function is where guard_free's stack ("freed at") is trimmed (prof.h,
+ * prof_entries above), and its callers may reach it by a jump. */
+static void __attribute__((noinline)) guard_free_counted(const char *func, void *p)
 {
 	count_free(tcache_real(), 1, (int64_t)guard_size(func, p));
 	guard_free(func, p);
+	__asm__ volatile("" ::: "memory");
 }
 
 /* Large block p of n bytes (for an `align`-aligned request) took the
@@ -538,27 +563,66 @@ static inline int block_check(void *p, struct pa_span **span)
 }
 
 /* Out of line, so the fast paths keep no frame for the report. */
+/* func(p), p failing the page map's checks as foreign (span s, or NULL):
+ * where p is in this heap's own memory, say precisely what is there (abort);
+ * else return (span_report's words: another's memory, or a large block's
+ * inside). */
+static void __attribute__((cold)) foreign_in_heap(const char *func, void *p, struct pa_span *s)
+{
+	const char *what = NULL;
+	if (s != NULL && s->cls != 0) {
+		what = "at a block its span has not handed out: freed already, or never one";
+	} else if (s == NULL) {
+		struct pages_chunk_view v;
+		uintptr_t a = (uintptr_t)p;
+		if (pages_chunk_view(a, &v) && a - v.base < PA_CHUNK_SIZE) {
+			size_t i = (a - v.base) >> PA_PAGE_SHIFT;
+			uint64_t bit = (uint64_t)1 << (i % 64);
+			if (!(v.alloc[i / 64] & bit) || (v.cached[i / 64] & bit))
+				what = "on a free page of its own: a block freed already, or never "
+				       "one";
+		}
+	}
+	if (what == NULL)
+		return;
+	struct pa_msg m;
+	msg_begin(&m);
+	msg_str(&m, func);
+	msg_str(&m, "(");
+	msg_hex(&m, (uintptr_t)p);
+	msg_str(&m, "): not a live block of this heap (");
+	msg_str(&m, what);
+	msg_str(&m, ")");
+	msg_end(&m);
+	os_abort();
+}
+
 static _Noreturn void __attribute__((noinline, cold)) block_fault(const char *func, void *p)
 {
 	struct pa_span *s;
-	span_report(func, p, (enum pa_obj_fault)block_check(p, &s));
+	enum pa_obj_fault f = (enum pa_obj_fault)block_check(p, &s);
+	if (f == PA_OBJ_FOREIGN)
+		foreign_in_heap(func, p, s);
+	span_report(func, p, f);
 }
 
 static void free_sized_other(void *p, size_t size, const char *func);
 
 /* Checked block p onto this thread's list of its class, or free_slow. With
  * `func` not NULL (C++'s sized delete, preload/malloc_names.c, past
- * pa_free's fast checks) only a block of at most its class size that goes
- * onto the list; free_sized_other takes anything else: a wrong size, a
- * large block (class size 0, no room), a full list, and every block under
- * memcheck (no thread cache: no room), whose bound is the size asked for.
+ * pa_free's fast checks) only a block whose size's class is its own
+ * (pa_sc_sizes: one compare) and that goes onto the list; free_sized_other
+ * takes anything else: a wrong size, a large block (class 0 holds no size,
+ * and has no room), a full list, and every block under memcheck (no thread
+ * cache: no room).
  * free_block's NULL, a constant, leaves no code for it. */
 static inline void free_block_as(struct pa_tcache *tc, struct pa_span *s, size_t cls, void *p,
                                  size_t size, const char *func)
 {
 	void **o = p;
 	int full = tc->freed[cls] == tc->limit[cls];
-	if (func != NULL && __builtin_expect(size > pa_sizeclasses[cls].size || full, 0)) {
+	if (func != NULL &&
+	    __builtin_expect(size - pa_sc_sizes.lo[cls] >= pa_sc_sizes.width[cls] || full, 0)) {
 		free_sized_other(p, size, func);
 		return;
 	}
@@ -698,64 +762,144 @@ void pa_free(void *p)
 	free_block_as(tc, s, cls, p, 0, NULL);
 }
 
-/* A free_sized or free_aligned_sized of p that failed the page map's checks:
- * a guarded block (guard.h) of at least size bytes aligned to `alignment`
- * is freed, anything else reported. */
-static void __attribute__((noinline, cold))
-free_guarded_sized(void *p, size_t size, size_t alignment, const char *func)
+/* The class of a block of n bytes at an `align`-aligned address (a power of
+ * two; up to 16: malloc's) as the allocation gives it: the smallest whose
+ * size is a multiple of the alignment (spans are page-aligned, so its
+ * objects are aligned), or 0: whole pages (a large block). */
+static unsigned block_class(size_t align, size_t n)
 {
-	if (!guard_owns(p))
-		block_fault(func, p);
-	if (size > guard_size(func, p))
-		span_report(func, p, PA_OBJ_BAD_SIZE);
-	if (alignment != 0 && ((uintptr_t)p & (alignment - 1)) != 0)
-		span_report(func, p, PA_OBJ_BAD_ALIGN);
-	guard_free_counted(func, p);
+	if (n > PA_SC_MAX_SMALL || align > PA_PAGE_SIZE)
+		return 0;
+	if (align <= 16)
+		return pa_size_to_class(n);
+	unsigned cls = pa_size_to_class(n < align ? align : n);
+	while (cls < PA_SC_NUM_CLASSES && pa_sizeclasses[cls].size % align != 0)
+		cls++;
+	return cls < PA_SC_NUM_CLASSES ? cls : 0;
 }
 
-/* pa_free_sized under the name of `func`: a size larger than the block's
- * usable size (span_usable_of: its class size or pages; under memcheck the
- * size asked for) is a fault, named "wrong size"; any size up to it, 0
- * included, is the block's. */
-static inline void free_sized_as(void *p, size_t size, const char *func)
+static int fits_in_place(const struct pa_span *s, size_t n);
+
+/* Was block p of span s asked for with `size` bytes (and `align`, 0 for
+ * none)? The size must give the block's own class, or for a large block its
+ * page count. With `exact` (C++'s sized delete: operator new's block as it
+ * was made) nothing else; without (free_sized) also a size realloc kept the
+ * block for in place (fits_in_place, large_resize). */
+static int sized_ok(const struct pa_span *s, size_t size, size_t align, int exact)
+{
+	unsigned cls = block_class(align, size);
+	if (s->cls != 0)
+		return cls == s->cls || (!exact && fits_in_place(s, size));
+	/* A sampled small block on a page of its own (realloc moves it), or a
+	 * large block (sampled or not): its class's size, or its pages. */
+	struct prof_sample *r = span_sample(s);
+	if (r != NULL && cls != 0 && pa_sizeclasses[cls].size == prof_sample_usable(r))
+		return 1;
+	if (r != NULL && prof_sample_usable(r) < s->npages * PA_PAGE_SIZE)
+		return 0; /* a small class's sample, not whole pages */
+	size_t pages = large_pages_of(size);
+	return (pages != 0 ? pages : 1) == s->npages && (cls == 0 || !exact);
+}
+
+/* func(p, size): the size is not the block's. The report names the size
+ * passed, the block's and the sizes its class (or page count) holds; for a
+ * guarded block (`guarded`, s NULL) its exact size and allocation stack. */
+static _Noreturn void __attribute__((noinline, cold))
+sized_fault(const char *func, void *p, size_t size, size_t align, const struct pa_span *s,
+            size_t guarded)
+{
+	struct pa_msg m;
+	msg_begin(&m);
+	msg_str(&m, func);
+	msg_str(&m, "(");
+	msg_hex(&m, (uintptr_t)p);
+	msg_str(&m, "): wrong size: ");
+	msg_uint(&m, size);
+	msg_str(&m, size == 1 ? " byte passed for a " : " bytes passed for a ");
+	if (s == NULL) {
+		msg_uint(&m, guarded);
+		msg_str(&m, "-byte guarded block (its size exactly)");
+		guard_msg_alloc_stack(&m, p);
+		msg_end(&m);
+		os_abort();
+	}
+	struct prof_sample *r = s->cls == 0 ? span_sample(s) : NULL;
+	size_t usable = s->cls != 0 ? span_size(s)
+	                : r != NULL ? prof_sample_usable(r)
+	                            : s->npages * PA_PAGE_SIZE;
+	unsigned cls = s->cls != 0                              ? s->cls
+	               : r != NULL && usable <= PA_SC_MAX_SMALL ? pa_size_to_class(usable)
+	                                                        : 0;
+	msg_uint(&m, usable);
+	msg_str(&m, "-byte block (");
+	if (cls != 0) {
+		msg_str(&m, "size class ");
+		msg_uint(&m, cls);
+		msg_str(&m, ", which holds ");
+		/* For an alignment past 16 the class holds the sizes above the
+		 * class below it whose size is a multiple of the alignment. */
+		size_t lo = pa_sc_sizes.lo[cls];
+		if (align > 16) {
+			unsigned c = cls - 1;
+			while (c > 0 && pa_sizeclasses[c].size % align != 0)
+				c--;
+			lo = c > 0 ? pa_sizeclasses[c].size + 1 : 0;
+		}
+		msg_uint(&m, lo);
+		msg_str(&m, " to ");
+		msg_uint(&m, pa_sizeclasses[cls].size);
+	} else {
+		msg_uint(&m, s->npages);
+		msg_str(&m, s->npages == 1 ? " page, which holds " : " pages, which hold ");
+		msg_uint(&m, (s->npages - 1) * PA_PAGE_SIZE + 1);
+		msg_str(&m, " to ");
+		msg_uint(&m, usable);
+	}
+	msg_str(&m, " bytes)");
+	msg_end(&m);
+	os_abort();
+}
+
+/* A free_sized, free_aligned_sized or sized delete of p under the name of
+ * `func`: checked (sized_ok, or a guarded block's exact size; the
+ * alignment, where one is given), then freed. */
+static void free_sized_checked(void *p, size_t size, size_t align, const char *func, int exact)
 {
 	if (p == NULL)
 		return;
 	struct pa_span *s;
 	if (block_check(p, &s) >= 0) {
-		free_guarded_sized(p, size, 0, func);
+		if (!guard_owns(p))
+			block_fault(func, p);
+		size_t n = guard_size(func, p);
+		if (size != n)
+			sized_fault(func, p, size, align, NULL, n);
+		if (align != 0 && ((uintptr_t)p & (align - 1)) != 0)
+			span_report(func, p, PA_OBJ_BAD_ALIGN);
+		guard_free_counted(func, p);
 		return;
 	}
-	if (size > span_usable_of(s, p))
-		span_report(func, p, PA_OBJ_BAD_SIZE);
+	if (!sized_ok(s, size, align, exact))
+		sized_fault(func, p, size, align, s, 0);
+	if (align != 0 && ((uintptr_t)p & (align - 1)) != 0)
+		span_report(func, p, PA_OBJ_BAD_ALIGN);
 	free_checked(s, p, func);
 }
 
 void pa_free_sized(void *p, size_t size)
 {
-	free_sized_as(p, size, "free_sized");
+	free_sized_checked(p, size, 0, "free_sized", 0);
 }
 
-/* free_sized_as out of line, for free_block_as. */
+/* A C++ sized delete past the fast path (free_block_as): checked exactly. */
 static void __attribute__((noinline)) free_sized_other(void *p, size_t size, const char *func)
 {
-	free_sized_as(p, size, func);
+	free_sized_checked(p, size, 0, func, 1);
 }
 
 void pa_free_aligned_sized(void *p, size_t alignment, size_t size)
 {
-	if (p == NULL)
-		return;
-	struct pa_span *s;
-	if (block_check(p, &s) >= 0) {
-		free_guarded_sized(p, size, alignment, "free_aligned_sized");
-		return;
-	}
-	if (size > span_usable_of(s, p))
-		span_report("free_aligned_sized", p, PA_OBJ_BAD_SIZE);
-	if (alignment != 0 && ((uintptr_t)p & (alignment - 1)) != 0)
-		span_report("free_aligned_sized", p, PA_OBJ_BAD_ALIGN);
-	free_checked(s, p, "free_aligned_sized");
+	free_sized_checked(p, size, alignment, "free_aligned_sized", 0);
 }
 
 void *pa_calloc(size_t n, size_t size)
@@ -780,13 +924,9 @@ static void *aligned_alloc_pow2(size_t align, size_t n)
 {
 	if (align <= 16)
 		return pa_malloc(n);
-	if (align <= PA_PAGE_SIZE && n <= PA_SC_MAX_SMALL) {
-		unsigned cls = pa_size_to_class(n < align ? align : n);
-		while (cls < PA_SC_NUM_CLASSES && pa_sizeclasses[cls].size % align != 0)
-			cls++;
-		if (cls < PA_SC_NUM_CLASSES)
-			return small_alloc(cls, n, align);
-	}
+	unsigned cls = block_class(align, n);
+	if (cls != 0)
+		return small_alloc(cls, n, align);
 	return alloc_large(n, align, 0);
 }
 

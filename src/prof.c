@@ -194,6 +194,8 @@ static uintptr_t entry_lo = UINTPTR_MAX, entry_hi;
 
 static int is_entry(uintptr_t fn)
 {
+	/* (the section may hold zeros: the padding the compiler aligns each
+	 * file's array with; a frame with no function found has fn 0) */
 	if (fn < entry_lo || fn > entry_hi)
 		return 0;
 	for (const prof_entry_fn *e = __start_pa_prof_entry; e < __stop_pa_prof_entry; e++)
@@ -506,6 +508,8 @@ void prof_init(void)
 	start_ns = os_realtime_ns();
 	for (const prof_entry_fn *e = __start_pa_prof_entry; e < __stop_pa_prof_entry; e++) {
 		uintptr_t fn = (uintptr_t)*e;
+		if (fn == 0)
+			continue;
 		if (fn < entry_lo)
 			entry_lo = fn;
 		if (fn > entry_hi)

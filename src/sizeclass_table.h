@@ -119,6 +119,17 @@ extern const uint8_t pa_sc_index_small[PA_SC_SMALL_MAX / PA_SC_SMALL_DIV + 1] PA
 extern const uint8_t
     pa_sc_index_large[(PA_SC_MAX_SMALL - PA_SC_SMALL_MAX) / PA_SC_LARGE_DIV + 1] PA_HIDDEN;
 
+/* The sizes whose class is c: lo[c] <= n < lo[c] + width[c] (class 1 from 0;
+ * class 0, large objects, none). A sized free checks its size against its
+ * block's class in one compare, n - lo[c] >= width[c] (unsigned) meaning
+ * another class; the two arrays in one object, so that one base register
+ * addresses both. */
+struct pa_sc_sizes {
+	uint64_t lo[PA_SC_NUM_CLASSES];
+	uint64_t width[PA_SC_NUM_CLASSES];
+};
+extern const struct pa_sc_sizes pa_sc_sizes PA_HIDDEN;
+
 /* The smallest class whose objects hold n bytes, 1 <= n <= PA_SC_MAX_SMALL
  * (n == 0 gives class 1). */
 static inline unsigned pa_size_to_class(size_t n)

@@ -5,6 +5,11 @@
 #                           read back pixel for pixel (rects, Bresenham lines,
 #                           the bitmap font), its SVG elements, one-line
 #                           errors, read_png's filters
+#   cli_serve               tools/test_pagealloc_serve.py: pagealloc serve's
+#                           parameters (pid, comm, the query string, --listen)
+#                           refused with their exact lines, the story's lines
+#                           read into figures, the exposition's escaping, the
+#                           laggards a scrape does not wait for
 #   cli_usage               tools/test_pagealloc_cli.py UsageTest: each usage
 #                           error one exact line, then the usage, status 2;
 #                           help CMD is CMD --help; version
@@ -17,6 +22,9 @@
 #                           plot's PNG and `pagealloc plot`'s SVG
 add_test(NAME cli_draw COMMAND python3 ${PROJECT_SOURCE_DIR}/tools/test_pagealloc_draw.py)
 set_tests_properties(cli_draw PROPERTIES TIMEOUT 120 LABELS cli)
+add_test(NAME cli_serve COMMAND /usr/bin/python3 -S
+	${PROJECT_SOURCE_DIR}/tools/test_pagealloc_serve.py)
+set_tests_properties(cli_serve PROPERTIES TIMEOUT 120 LABELS cli)
 
 # The command and live_target come with the preload library (tests/preload.cmake).
 if(TARGET live_target AND EXISTS ${PROJECT_SOURCE_DIR}/tools/pagealloc.in)

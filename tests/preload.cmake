@@ -112,7 +112,8 @@ foreach(case_func free_stack:free free_mmap:free free_static:free double_free:fr
 		"delete_static:free|operator delete" "delete_sized_wrong:operator delete"
 		"delete_array_sized_wrong:operator delete\\[\\]"
 		"delete_aligned_sized_wrong:operator delete" "delete_sized_large_wrong:operator delete"
-		"delete_sized_twice:operator delete" write_after_free:malloc)
+		"delete_sized_twice:operator delete" "delete_sized_smaller:operator delete"
+		"delete_sized_large_smaller:operator delete" write_after_free:malloc)
 	string(REPLACE ":" ";" parts "${case_func}")
 	list(GET parts 0 case)
 	list(GET parts 1 func)
@@ -162,12 +163,26 @@ endforeach()
 #                           guard.sh: with guard_sample=1 a write one byte past
 #                           a block dies of SIGSEGV after one
 #                           "pagealloc: heap-buffer-overflow at ..." line
+#   preload_guard_freed_CASE guard_freed.sh: a guarded block read after free or
+#                           delete[], or deleted with a wrong size: one line,
+#                           every stack from the program's own frame
 add_executable(preload_guard_c ${PA_PT_DIR}/guard_overflow.c)
+# Its report symbolized (pagealloc run) names main's line: -O0 -g, every build type.
+target_compile_options(preload_guard_c PRIVATE -O0 -g)
 add_executable(preload_guard_cxx ${PA_PT_DIR}/guard_overflow.cc)
 pa_preload_test(preload_guard_c bash ${PA_PT_DIR}/guard.sh ${PA_PT_PRELOAD}
 	$<TARGET_FILE:preload_guard_c> 32)
 pa_preload_test(preload_guard_cxx bash ${PA_PT_DIR}/guard.sh ${PA_PT_PRELOAD}
 	$<TARGET_FILE:preload_guard_cxx> 48)
+# A guarded block misused after its free (free, delete[]) or deleted with a
+# wrong size: the line word for word, every stack from the program's frame.
+add_executable(preload_guard_freed ${PA_PT_DIR}/guard_freed.cc)
+target_compile_options(preload_guard_freed PRIVATE -fsized-deallocation)
+set_target_properties(preload_guard_freed PROPERTIES OUTPUT_NAME guard_freed)
+foreach(case free delete sized)
+	pa_preload_test(preload_guard_freed_${case} bash ${PA_PT_DIR}/guard_freed.sh ${PA_PT_PRELOAD}
+		$<TARGET_FILE:preload_guard_freed> ${case})
+endforeach()
 # The same through `pagealloc run --guard-all`.
 pa_preload_test(preload_guard_run bash ${PA_PT_DIR}/guard.sh ${PA_PT_PRELOAD}
 	$<TARGET_FILE:preload_guard_c> 32 ${PROJECT_BINARY_DIR}/pagealloc)
@@ -217,6 +232,24 @@ if(PA_CAN_LINK_STATIC)
 		${PA_PT_PRELOAD} $<TARGET_FILE:live_target_static>
 		${PROJECT_SOURCE_DIR}/tools/pagealloc_stat.py linked)
 endif()
+
+#   live_serve_prometheus   tests/live/serve_check.py: a real Prometheus scrapes
+#                           `pagealloc serve` each second; its query API's
+#                           pagealloc_heap_alloc_bytes of live_target is stat
+#                           --json's exactly at each step (+2 MiB + 64000, then
+#                           -1 MiB freed); the series goes after a SIGKILL
+#   live_serve_pprof        go tool pprof -raw of /debug/pprof/heap?pid=N: 1 MiB
+#                           live at live_target's sites; 429 within
+#                           --profile-interval
+#   live_serve_exposition   promtool check metrics passes; stat's heap_alloc,
+#                           two nodes' series (numa_fake=2), the 64-byte class
+#   live_serve_errors       each bad request a 4xx and one line (paths, pids,
+#                           parameters, another user's process), still serving
+foreach(case prometheus pprof exposition errors)
+	pa_preload_test(live_serve_${case} /usr/bin/python3 -S
+		${PROJECT_SOURCE_DIR}/tests/live/serve_check.py ${PA_PT_PRELOAD}
+		$<TARGET_FILE:live_target> ${PROJECT_BINARY_DIR}/pagealloc ${case})
+endforeach()
 
 # ---- the heap map and `pagealloc map` ----------------------------------------------
 #   live_map                tests/live/map_check.py: map_target holds seed 000's

@@ -2,6 +2,12 @@
  * test_guard.c — guarded sampling (src/guard.h) through the pa_ API, with
  * guard_sample=1 (every block up to guard_max guarded).
  *
+ * Fault cases: overflows (by one byte past a page, into the alignment gap
+ * found by free and at exit, of a big block on a reservation of its own),
+ * underflow, use after free (the first byte, inside; a big block), a
+ * zero-size block read, double free, realloc after free, free_sized one
+ * byte over and under.
+ *
  * Every case runs in a forked child (tu_run_child) of a parent that never
  * touches the heap, so each child reads PAGEALLOC_CONF (set by main) and
  * makes the guarded pool and its SIGSEGV handler itself, after whatever
@@ -123,26 +129,98 @@ static void free_sized_too_large(void)
 	pa_free_sized(p, 65);
 }
 
+/* A guarded block's size is its own exactly: one byte short is wrong too. */
+static void free_sized_too_small(void)
+{
+	char *p = guarded(64, 0);
+	pa_free_sized(p, 63);
+}
+
+static void use_after_free_at_the_start(void)
+{
+	char *p = guarded(64, 0);
+	pa_free(p);
+	touch_read(p);
+}
+
+/* 20 bytes end 12 bytes before the guard page (16-byte alignment): the
+ * write lands in the gap, and free finds the guard byte changed. */
+static void overflow_in_the_alignment_gap(void)
+{
+	char *p = guarded(20, 0);
+	shared->addr = (uintptr_t)p + 20;
+	p[20] = 1;
+	pa_free(p);
+}
+
+/* The same, the block still live at exit: the destructor finds it. */
+static void overflow_in_the_alignment_gap_found_at_exit(void)
+{
+	char *p = guarded(20, 0);
+	shared->addr = (uintptr_t)p + 27;
+	p[27] = 1;
+	exit(0);
+}
+
+/* With guard_sample=1 a block larger than guard_max is guarded too, on a
+ * reservation of its own. */
+static void big_block_overflow_by_one(void)
+{
+	char *p = guarded(300 << 10, 0);
+	touch_write(p + (300 << 10));
+}
+
+static void big_block_use_after_free(void)
+{
+	char *p = guarded(1 << 20, 0);
+	pa_free(p);
+	touch_read(p + 4096);
+}
+
+/* A zero-size block: its first byte is on the guard page. */
+static void zero_size_read(void)
+{
+	char *p = pa_malloc(0);
+	check(guard_owns(p), "the block is guarded");
+	shared->ptr = (uintptr_t)p;
+	touch_read(p);
+}
+
 struct fault_case {
 	const char *name;
 	void (*run)(void);
 	int sig;
-	const char *kind; /* a format with the address and the block's pointer */
-	size_t size;      /* the block's (the line's "N-byte block") */
-	long off;         /* addr - ptr */
-	int freed;        /* the line has a free stack */
+	const char *kind;  /* a format with the address and the block's pointer */
+	size_t size;       /* the block's (the line's "N-byte block") */
+	long off;          /* addr - ptr */
+	int freed;         /* the line has a free stack */
+	const char *found; /* an overflow found in the guard bytes: by what */
 };
 
 static const struct fault_case faults[] = {
-    {"small overflow by one", small_overflow_by_one, SIGSEGV, "heap-buffer-overflow", 32, 32, 0},
+    {"small overflow by one", small_overflow_by_one, SIGSEGV, "heap-buffer-overflow", 32, 32, 0,
+     NULL},
     {"large overflow by one", large_overflow_by_one, SIGSEGV, "heap-buffer-overflow", 48 << 10,
-     48 << 10, 0},
-    {"underflow by one", underflow_by_one, SIGSEGV, "heap-buffer-underflow", 64, -1, 0},
-    {"use after free, read", use_after_free_read, SIGSEGV, "use-after-free", 64, 8, 1},
-    {"use after free, write", use_after_free_write, SIGSEGV, "use-after-free", 100000, 1000, 1},
-    {"double free", double_free, SIGABRT, "free", 64, 0, 1},
-    {"realloc after free", realloc_after_free, SIGABRT, "realloc", 64, 0, 1},
-    {"free_sized too large", free_sized_too_large, SIGABRT, "free_sized", 64, 0, 0},
+     48 << 10, 0, NULL},
+    {"underflow by one", underflow_by_one, SIGSEGV, "heap-buffer-underflow", 64, -1, 0, NULL},
+    {"use after free, read", use_after_free_read, SIGSEGV, "use-after-free", 64, 8, 1, NULL},
+    {"use after free, write", use_after_free_write, SIGSEGV, "use-after-free", 100000, 1000, 1,
+     NULL},
+    {"double free", double_free, SIGABRT, "free", 64, 0, 1, NULL},
+    {"realloc after free", realloc_after_free, SIGABRT, "realloc", 64, 0, 1, NULL},
+    {"free_sized too large", free_sized_too_large, SIGABRT, "free_sized", 64, 65, 0, NULL},
+    {"free_sized too small", free_sized_too_small, SIGABRT, "free_sized", 64, 63, 0, NULL},
+    {"use after free, first byte", use_after_free_at_the_start, SIGSEGV, "use-after-free", 64, 0, 1,
+     NULL},
+    {"overflow in the alignment gap", overflow_in_the_alignment_gap, SIGABRT,
+     "heap-buffer-overflow", 20, 20, 1, "by free"},
+    {"overflow in the alignment gap, at exit", overflow_in_the_alignment_gap_found_at_exit, SIGABRT,
+     "heap-buffer-overflow", 20, 27, 0, "at exit"},
+    {"big block overflow by one", big_block_overflow_by_one, SIGSEGV, "heap-buffer-overflow",
+     300 << 10, 300 << 10, 0, NULL},
+    {"big block use after free", big_block_use_after_free, SIGSEGV, "use-after-free", 1 << 20, 4096,
+     1, NULL},
+    {"zero-size block read", zero_size_read, SIGSEGV, "heap-buffer-overflow", 0, 0, 0, NULL},
 };
 
 static void run_fault(void *arg)
@@ -150,30 +228,47 @@ static void run_fault(void *arg)
 	((const struct fault_case *)arg)->run();
 }
 
+/* "N bytes past the end of" and the like: where addr is from the block. */
+static void where_of(const struct fault_case *c, char *where, size_t cap)
+{
+	if (c->off >= (long)c->size)
+		snprintf(where, cap, "%lu byte%s past the end of",
+		         (unsigned long)(c->off - (long)c->size + 1),
+		         c->off - (long)c->size == 0 ? "" : "s");
+	else if (c->off < 0)
+		snprintf(where, cap, "%ld byte%s before the start of", -c->off,
+		         c->off == -1 ? "" : "s");
+	else if (c->off == 0)
+		snprintf(where, cap, "at the start of");
+	else
+		snprintf(where, cap, "%ld bytes inside", c->off);
+}
+
 /* The line expected up to the stacks. */
 static void expected(const struct fault_case *c, char *want, size_t cap)
 {
 	uintptr_t p = shared->ptr, a = shared->addr;
-	if (c->sig == SIGSEGV) {
-		char where[64];
-		if (c->off >= (long)c->size)
-			snprintf(where, sizeof(where), "%lu byte%s past the end of",
-			         (unsigned long)(c->off - (long)c->size + 1),
-			         c->off - (long)c->size == 0 ? "" : "s");
-		else if (c->off < 0)
-			snprintf(where, sizeof(where), "%ld byte%s before the start of", -c->off,
-			         c->off == -1 ? "" : "s");
-		else
-			snprintf(where, sizeof(where), "%ld bytes inside", c->off);
+	char where[64];
+	where_of(c, where, sizeof(where));
+	if (c->found != NULL) {
+		snprintf(
+		    want, cap,
+		    "pagealloc: %s at %#" PRIxPTR ": %s a %zu-byte block at %#" PRIxPTR
+		    ", written in the alignment gap before the guard page, found %s; allocated "
+		    "at ",
+		    c->kind, a, where, c->size, p, c->found);
+	} else if (c->sig == SIGSEGV) {
+		if (c->size == 0)
+			a = p; /* the zero-size block's own first byte */
 		snprintf(want, cap,
 		         "pagealloc: %s at %#" PRIxPTR ": %s a %s%zu-byte block at %#" PRIxPTR
 		         ", allocated at ",
 		         c->kind, a, where, c->freed ? "freed " : "", c->size, p);
 	} else if (strcmp(c->kind, "free_sized") == 0) {
 		snprintf(want, cap,
-		         "pagealloc: free_sized(%#" PRIxPTR
-		         "): size is larger than the block (wrong size)\n",
-		         p);
+		         "pagealloc: free_sized(%#" PRIxPTR "): wrong size: %ld bytes passed for a "
+		         "%zu-byte guarded block (its size exactly); allocated at ",
+		         p, c->off, c->size);
 	} else {
 		snprintf(want, cap,
 		         "pagealloc: %s(%#" PRIxPTR "): guarded block is already free (%s); "
@@ -206,7 +301,7 @@ static void every_fault_dies_with_one_line_naming_the_block(void **state)
 			fail_msg("%s: stderr is\n\"%s\"\nwant it to start\n\"%s\"", c->name, err,
 			         want);
 		TU_EQ(tu_count_lines(err), 1);
-		if (c->sig == SIGSEGV || strcmp(c->kind, "free_sized") != 0) {
+		{
 			/* The stacks name this program's frames: the test's own. */
 			const char *alloc = err + strlen(want);
 			if (strncmp(alloc, "test_guard+0x", 13) != 0)
@@ -219,6 +314,52 @@ static void every_fault_dies_with_one_line_naming_the_block(void **state)
 				fail_msg("%s: free stack \"%s\"", c->name, freed);
 		}
 	}
+}
+
+/* ---- a one-byte overflow of every size ----------------------------------------- */
+
+static void write_one_past(void *arg)
+{
+	size_t n = (size_t)(uintptr_t)arg;
+	char *p = guarded(n, 0);
+	shared->addr = (uintptr_t)p + n;
+	p[n] = 1; /* a fault at a page's end, else in the alignment gap */
+	pa_free(p);
+}
+
+/* Whatever the size, a write one byte past the end is caught: by the guard
+ * page (a size whose end is 16-aligned: SIGSEGV) or by the guard bytes when
+ * the block is freed (SIGABRT), each with one line naming the byte. */
+static void a_one_byte_overflow_of_every_size_is_caught(void **state)
+{
+	(void)state;
+	if (TU_UNDER_SANITIZER) {
+		print_message("skipped: the sanitizer owns SIGSEGV\n");
+		return;
+	}
+	static const size_t more[] = {100, 1000, 4095, 4096, 4097, 65535, 100001, 300 << 10};
+	for (size_t k = 1; k <= 64 + sizeof(more) / sizeof(more[0]); k++) {
+		size_t n = k <= 64 ? k : more[k - 65];
+		char name[32], err[4096], want[256];
+		snprintf(name, sizeof(name), "%zu bytes", n);
+		tu_case = name;
+		memset(shared, 0, sizeof(*shared));
+		int status = tu_run_child(write_one_past, (void *)(uintptr_t)n, err, sizeof(err));
+		int sig = n % 16 == 0 ? SIGSEGV : SIGABRT;
+		TU_EQ(WIFSIGNALED(status) ? WTERMSIG(status) : -1, sig);
+		snprintf(want, sizeof(want),
+		         "pagealloc: heap-buffer-overflow at %#" PRIxPTR
+		         ": 1 byte past the end of a %zu-byte block at %#" PRIxPTR "%s",
+		         shared->addr, n, shared->ptr,
+		         sig == SIGSEGV ? ", allocated at "
+		                        : ", written in the alignment gap before the guard page, "
+		                          "found by free; allocated at ");
+		if (strncmp(err, want, strlen(want)) != 0)
+			fail_msg("%s: stderr is\n\"%s\"\nwant it to start\n\"%s\"", name, err,
+			         want);
+		TU_EQ(tu_count_lines(err), 1);
+	}
+	tu_case = "";
 }
 
 /* ---- the program's own SIGSEGV handler --------------------------------------- */
@@ -311,10 +452,20 @@ static void api_on_guarded_blocks(void *arg)
 	check(pa_malloc_usable_size(q) == 300, "usable size after realloc");
 	pa_free_sized(q, 300);
 	char *r = guarded(48, 0);
-	pa_free_sized(r, 0);
-	char *big = pa_malloc(300 << 10); /* over guard_max: an ordinary block */
-	check(!guard_owns(big), "a block over guard_max is not guarded");
-	pa_free(big);
+	pa_free_sized(r, 48);
+	char *big = pa_malloc(300 << 10); /* over guard_max, guarded with guard_sample=1 */
+	check(guard_owns(big), "a block over guard_max is guarded with guard_sample=1");
+	check(pa_malloc_usable_size(big) == 300 << 10, "a big block's usable size");
+	memset(big, 'y', 300 << 10);
+	pa_free_sized(big, 300 << 10);
+	void *huge_aligned = NULL;
+	check(pa_posix_memalign(&huge_aligned, 1 << 16, 100) == 0 &&
+	          (uintptr_t)huge_aligned % (1 << 16) == 0 && guard_owns(huge_aligned),
+	      "an alignment past the page: guarded, aligned");
+	pa_free_aligned_sized(huge_aligned, 1 << 16, 100);
+	char *z = pa_malloc(0);
+	check(guard_owns(z) && pa_malloc_usable_size(z) == 0, "a zero-size block is guarded");
+	pa_free_sized(z, 0);
 	void *a = NULL;
 	check(pa_posix_memalign(&a, 256, 40) == 0 && (uintptr_t)a % 256 == 0,
 	      "an aligned block keeps its alignment");
@@ -353,6 +504,7 @@ int main(void)
 		return 1;
 	const struct CMUnitTest tests[] = {
 	    TU_TEST(every_fault_dies_with_one_line_naming_the_block),
+	    TU_TEST(a_one_byte_overflow_of_every_size_is_caught),
 	    TU_TEST(faults_outside_the_pool_reach_the_programs_handler),
 	    TU_TEST(free_sized_realloc_usable_size_work_on_guarded_blocks),
 	};

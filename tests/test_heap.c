@@ -355,9 +355,11 @@ static void bad_heap_uses_abort_with_one_line(void **state)
 		const char *func, *fault;
 	} cases[] = {
 	    {"free after destroy", free_after_destroy, "free",
-	     "not a live block of this heap (foreign pointer, or freed already)"},
+	     "not a live block of this heap (on a free page of its own: a block freed already, or "
+	     "never one)"},
 	    {"free after destroy, pages reused", free_after_destroy_pages_reused, "free",
-	     "not a live block of this heap (foreign pointer, or freed already)"},
+	     "not a live block of this heap (at a block its span has not handed out: freed "
+	     "already, or never one)"},
 	    {"malloc from a destroyed heap", malloc_from_destroyed_heap, "pa_heap_malloc",
 	     "not a live heap (destroyed or deleted already, or not from pa_heap_new)"},
 	    {"double free", double_free_of_a_heap_object, "free",

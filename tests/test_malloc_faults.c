@@ -19,8 +19,9 @@
  * third page and into the tail waste of a span; pointers the heap never
  * returned (glibc's malloc, the stack, a pa_pages_alloc page, a live
  * block's address with a high bit set) to free and to malloc_usable_size;
- * realloc of a freed block and of an interior pointer; free_sized with more
- * than the block holds; free_aligned_sized with an alignment the block does
+ * realloc of a freed block and of an interior pointer; free_sized with a
+ * size of another class than the block's, larger or smaller (for a large
+ * block, another page count); free_aligned_sized with an alignment the block does
  * not have; a freed small block written over its free-key (its second
  * word), caught when its batch goes back to its span and when a refill
  * takes it from its span. docs/design.md has the table of faults and when each is caught.
@@ -48,10 +49,21 @@ static size_t stashes_drain(int all)
 
 /* The fault texts of src/span.c (fault_text), word for word. */
 #define FOREIGN "not a live block of this heap (foreign pointer, or freed already)"
+/* a pointer into the heap's own memory, on a page no span holds */
+#define FREE_PAGE                                                                                  \
+	"not a live block of this heap (on a free page of its own: a block freed already, or "     \
+	"never "                                                                                   \
+	"one)"
 #define INTERIOR "points inside a block, not at its start (interior pointer)"
 #define DOUBLE_FREE "block is already free (double free)"
 #define USE_AFTER_FREE "block is already free (use after free)"
-#define BAD_SIZE "size is larger than the block (wrong size)"
+/* free_sized's reports: the size passed, the block's, what its class holds */
+#define BAD_SIZE_SMALL(n)                                                                          \
+	"wrong size: " #n                                                                          \
+	" bytes passed for a 64-byte block (size class 4, which holds 49 to 64 bytes)"
+#define BAD_SIZE_LARGE(n)                                                                          \
+	"wrong size: " #n " bytes passed for a 106496-byte block (13 pages, which hold 98305 to "  \
+	"106496 bytes)"
 #define BAD_ALIGN "block does not have that alignment (wrong alignment)"
 #define WRITTEN "write after free"
 
@@ -299,6 +311,22 @@ static void free_sized_larger_than_a_large_block(void)
 	pa_free_sized(set_ptr(p), 13 * PA_PAGE_BYTES + 1);
 }
 
+/* A smaller size is as wrong as a larger one: another class, or for a large
+ * block another page count. (free_sized takes a size realloc could have
+ * kept the block for in place, more than half its class: 33 to 64 here;
+ * C++'s sized delete takes 49 to 64 only.) */
+static void free_sized_smaller_than_a_small_block(void)
+{
+	void *p = pa_malloc(64);
+	pa_free_sized(set_ptr(p), 32);
+}
+
+static void free_sized_smaller_than_a_large_block(void)
+{
+	void *p = pa_malloc(100000);
+	pa_free_sized(set_ptr(p), 1000);
+}
+
 static void realloc_of_an_interior_pointer(void)
 {
 	char *p = pa_malloc(64);
@@ -363,14 +391,14 @@ static const struct fault_case cases[] = {
     {"small double free, after a cache overflow", small_double_free_after_a_cache_overflow, "free",
      DOUBLE_FREE},
     {"small double free, span back in the heap", small_double_free_after_its_span_went_back, "free",
-     FOREIGN},
+     FREE_PAGE},
     {"small double free, page released by the sweep",
      small_double_free_on_a_page_the_sweep_released, "free", DOUBLE_FREE},
     {"large double free, in the slots", large_double_free_in_the_threads_slots, "free",
      DOUBLE_FREE},
     {"large double free, in the large stash", large_double_free_while_stashed, "free", DOUBLE_FREE},
     {"large double free, pages back in the heap", large_double_free_after_its_pages_went_back,
-     "free", FOREIGN},
+     "free", FREE_PAGE},
     {"small interior pointer", small_interior_pointer, "free", INTERIOR},
     {"large interior pointer, first page", large_interior_pointer_on_its_first_page, "free",
      INTERIOR},
@@ -385,8 +413,14 @@ static const struct fault_case cases[] = {
     {"realloc of an interior pointer", realloc_of_an_interior_pointer, "realloc", INTERIOR},
     {"malloc_usable_size of a glibc block", usable_size_of_a_glibc_block, "malloc_usable_size",
      FOREIGN},
-    {"free_sized too large, small", free_sized_larger_than_a_small_block, "free_sized", BAD_SIZE},
-    {"free_sized too large, large", free_sized_larger_than_a_large_block, "free_sized", BAD_SIZE},
+    {"free_sized too large, small", free_sized_larger_than_a_small_block, "free_sized",
+     BAD_SIZE_SMALL(65)},
+    {"free_sized too large, large", free_sized_larger_than_a_large_block, "free_sized",
+     BAD_SIZE_LARGE(106497)},
+    {"free_sized too small, small", free_sized_smaller_than_a_small_block, "free_sized",
+     BAD_SIZE_SMALL(32)},
+    {"free_sized too small, large", free_sized_smaller_than_a_large_block, "free_sized",
+     BAD_SIZE_LARGE(1000)},
     {"free_aligned_sized, misaligned", free_aligned_sized_with_an_alignment_the_block_lacks,
      "free_aligned_sized", BAD_ALIGN},
     {"small write after free, its batch back to its span",

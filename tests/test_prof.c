@@ -472,8 +472,15 @@ static void aligned_allocations_keep_their_alignment_when_sampled(void **state)
 
 /* src/span.c's texts, word for word. */
 #define FOREIGN "not a live block of this heap (foreign pointer, or freed already)"
+#define FREE_PAGE                                                                                  \
+	"not a live block of this heap (on a free page of its own: a block freed already, or "     \
+	"never "                                                                                   \
+	"one)"
 #define DOUBLE_FREE "block is already free (double free)"
-#define BAD_SIZE "size is larger than the block (wrong size)"
+/* 113 is class 128's: the block's is 112 (a sample, on a page of its own) */
+#define BAD_SIZE                                                                                   \
+	"wrong size: 113 bytes passed for a 112-byte block (size class 7, which holds 97 to 112 "  \
+	"bytes)"
 
 /* Written by the child: the pointer of the faulting call (MAP_SHARED). */
 struct shared {
@@ -528,7 +535,7 @@ struct fault_case {
 };
 
 static const struct fault_case fault_cases[] = {
-    {"sampled small block freed twice", sampled_small_double_free, "free", FOREIGN},
+    {"sampled small block freed twice", sampled_small_double_free, "free", FREE_PAGE},
     {"sampled large block freed twice", sampled_large_double_free, "free", DOUBLE_FREE},
     {"sampled small block, free_sized past its class", sampled_small_free_sized_past_its_class,
      "free_sized", BAD_SIZE},

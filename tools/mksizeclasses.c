@@ -332,6 +332,17 @@ static void write_header(FILE *f, const struct sc_table *t)
 	        "    pa_sc_index_large[(PA_SC_MAX_SMALL - PA_SC_SMALL_MAX) / PA_SC_LARGE_DIV + 1] "
 	        "PA_HIDDEN;\n"
 	        "\n"
+	        "/* The sizes whose class is c: lo[c] <= n < lo[c] + width[c] (class 1 from 0;\n"
+	        " * class 0, large objects, none). A sized free checks its size against its\n"
+	        " * block's class in one compare, n - lo[c] >= width[c] (unsigned) meaning\n"
+	        " * another class; the two arrays in one object, so that one base register\n"
+	        " * addresses both. */\n"
+	        "struct pa_sc_sizes {\n"
+	        "\tuint64_t lo[PA_SC_NUM_CLASSES];\n"
+	        "\tuint64_t width[PA_SC_NUM_CLASSES];\n"
+	        "};\n"
+	        "extern const struct pa_sc_sizes pa_sc_sizes PA_HIDDEN;\n"
+	        "\n"
 	        "/* The smallest class whose objects hold n bytes, 1 <= n <= PA_SC_MAX_SMALL\n"
 	        " * (n == 0 gives class 1). */\n"
 	        "static inline unsigned pa_size_to_class(size_t n)\n"
@@ -405,6 +416,17 @@ static void write_source(FILE *f, const struct sc_table *t)
 		        div_magic(c));
 	}
 	fputs("};\n\n", f);
+	/* One class a line, [c] = {lo, width} of each array: clang-format left out. */
+	fputs("// clang-format off\nconst struct pa_sc_sizes pa_sc_sizes = {\n    .lo = {\n", f);
+	for (unsigned i = 0; i < t->n; i++)
+		fprintf(f, "        [%u] = %u,\n", i, i <= 1 ? 0 : t->c[i - 1].size + 1);
+	fputs("    },\n    .width = {\n", f);
+	for (unsigned i = 0; i < t->n; i++)
+		fprintf(f, "        [%u] = %u,\n", i,
+		        i == 0   ? 0
+		        : i == 1 ? t->c[i].size + 1
+		                 : t->c[i].size - t->c[i - 1].size);
+	fputs("    },\n};\n// clang-format on\n\n", f);
 	write_index(f, "const uint8_t pa_sc_index_small[PA_SC_SMALL_MAX / PA_SC_SMALL_DIV + 1]",
 	            t->small, SC_SMALL_LEN, 0, SC_SMALL_DIV);
 	fputc('\n', f);

@@ -5,6 +5,7 @@
     pagealloc profile PID -o FILE               pagealloc_stat.py
     pagealloc map ...                           pagealloc_map.py
     pagealloc plot FILE.csv -o FILE.png|.svg    pagealloc_timeline.py
+    pagealloc serve [--listen ADDR:PORT] ...    pagealloc_serve.py
     pagealloc version
     pagealloc help [COMMAND]
 
@@ -39,6 +40,9 @@ commands:
   profile PID -o FILE                 its heap profile now (pprof's format)
   map ...                             the heap's map, drawn
   plot FILE.csv -o FILE.png|.svg      draw a timeline saved by run --timeline
+  serve [--listen ADDR:PORT]          every process's heap over HTTP: /metrics
+                                      for Prometheus, /debug/pprof/heap?pid=N
+                                      for pprof and continuous profilers
   version                             the version and the preload library
   help [COMMAND]                      this text, or COMMAND's
 
@@ -90,6 +94,8 @@ def usage_of(cmd, ctx):
         return load("pagealloc_map", "the heap map").USAGE
     if cmd == "plot":
         return load("pagealloc_timeline", "the timeline").PLOT_USAGE
+    if cmd == "serve":
+        return load("pagealloc_serve", "pagealloc serve").USAGE
     if cmd == "version":
         return VERSION_USAGE
     if cmd == "help":
@@ -112,6 +118,10 @@ def cmd_map(args, ctx):
 
 def cmd_plot(args, ctx):
     return load("pagealloc_timeline", "the timeline").main_plot(args)
+
+
+def cmd_serve(args, ctx):
+    return load("pagealloc_serve", "pagealloc serve").main(args)
 
 
 def cmd_version(args, ctx):
@@ -150,6 +160,7 @@ COMMANDS = {
     "profile": lambda args, ctx: cmd_stat("profile", args, ctx),
     "map": cmd_map,
     "plot": cmd_plot,
+    "serve": cmd_serve,
     "version": cmd_version,
     "help": cmd_help,
 }

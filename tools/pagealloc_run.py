@@ -24,12 +24,14 @@ status 2; failures before CMD starts one line and 2; once CMD started, the
 status is CMD's.
 """
 import os
+import re
 import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ME = "pagealloc"
@@ -74,7 +76,11 @@ options (each also as --option=VALUE):
                              own against a guard page (guard_sample=1): an
                              overflow, underflow or use after free faults and
                              is reported in one line with both stacks
-                             (docs/guarded.md); slow, for debugging
+                             (docs/guarded.md); slow, for debugging. CMD's
+                             standard error then passes through this command,
+                             and after CMD exits each such report is printed
+                             again with its stacks symbolized (function,
+                             file:line, by addr2line from binutils)
   --map FILE                 draw the heap's map at exit into FILE (.png or
                              .svg): CMD's own; each other process of CMD
                              into FILE with .PID before the extension
@@ -139,7 +145,8 @@ def usage(preload_lib):
 def parse(args):
     """run's options: (opts dict, CMD list); UsageError for a bad one."""
     o = {"conf": "", "raw": "", "stats_file": None, "quiet": False, "prof_dir": None,
-         "map": None, "timeline": None, "timeline_ms": 100, "plot": None, "help": False}
+         "map": None, "timeline": None, "timeline_ms": 100, "plot": None, "help": False,
+         "guard": False}
     i = 0
     while i < len(args):
         opt, val, has_val = args[i], None, False
@@ -186,6 +193,7 @@ def parse(args):
                 o["quiet"] = True
             elif opt == "--guard-all":
                 o["conf"] += ",guard_sample=1"
+                o["guard"] = True
             else:
                 o["help"] = True
                 return o, []
@@ -338,6 +346,104 @@ def draw_maps(o, mapdir, child, cmd0, mod):
         err("%s left no heap map (a process that never used the heap writes none)" % cmd0)
 
 
+# ---- guarded reports, symbolized -----------------------------------------------
+
+# The allocator's one-line reports that carry stacks (src/guard.c): frames
+# FILE+0xOFFSET, OFFSET the file address addr2line takes.
+REPORT = re.compile(r"^pagealloc: .*\ballocated at ")
+STACK = re.compile(r"(allocated|freed) at ((?:[^\s,;]+\+0x[0-9a-f]+|0x[0-9a-f]+|\(no stack\))"
+                   r"(?: (?:[^\s,;]+\+0x[0-9a-f]+|0x[0-9a-f]+))*)")
+FRAME = re.compile(r"([^\s,;]+)\+0x([0-9a-f]+)$")
+
+
+class StderrTee(threading.Thread):
+    """Copies CMD's standard error (the read end rfd of its pipe) to this
+    command's as it comes, byte for byte, and keeps the allocator's reports
+    that carry stacks (lines)."""
+
+    def __init__(self, rfd):
+        super().__init__(daemon=True)
+        self.rfd = rfd
+        self.lines = []
+
+    def run(self):
+        out = sys.stderr.buffer
+        part = b""
+        while True:
+            try:
+                data = os.read(self.rfd, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            out.write(data)
+            out.flush()
+            part += data
+            *whole, part = part.split(b"\n")
+            for line in whole:
+                text = line.decode(errors="replace")
+                if REPORT.match(text):
+                    self.lines.append(text)
+        os.close(self.rfd)
+
+
+def object_paths(program, env):
+    """{base name: path} of the objects a report's frames may name: the
+    program, the libraries ldd says it loads (LD_PRELOAD included)."""
+    paths = {}
+    if program:
+        paths[os.path.basename(program)] = program
+    try:
+        r = subprocess.run(["ldd", program], env=env, capture_output=True, text=True,
+                           errors="replace", timeout=30, check=False)
+        out = r.stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    for line in out.splitlines():
+        m = re.match(r"\s*(\S+)(?: => (\S+))? \(0x", line)
+        if m:
+            path = m.group(2) or m.group(1)
+            if os.path.isabs(path):
+                paths.setdefault(os.path.basename(m.group(1)), path)
+                paths.setdefault(os.path.basename(path), path)
+    return paths
+
+
+def symbolized(line, paths, heapprof):
+    """The report LINE with each stack one frame a line, as a sanitizer
+    prints them: "#N FUNCTION FILE:LINE (OBJECT+0xOFFSET)", inlined frames
+    included, innermost first."""
+    frames = {}  # (object, offset) -> [(name, file, line)]
+    for m in STACK.finditer(line):
+        for tok in m.group(2).split():
+            f = FRAME.match(tok)
+            if f:
+                frames.setdefault(f.group(1), set()).add(int(f.group(2), 16))
+    named = {}
+    for obj, offsets in frames.items():
+        path = paths.get(obj)
+        if path is None:
+            continue
+        for off, fr in heapprof.addr2line_frames(path, sorted(offsets)).items():
+            named[obj, off] = fr
+    head = STACK.split(line)[0].rstrip(" ,;")
+    out = [head.replace("pagealloc: ", "pagealloc: symbolized: ", 1)]
+    for m in STACK.finditer(line):
+        out.append("  %s at:" % m.group(1))
+        n = 0
+        for tok in m.group(2).split():
+            f = FRAME.match(tok)
+            fr = named.get((f.group(1), int(f.group(2), 16))) if f else None
+            for name, file, lno in fr or [(None, None, 0)]:
+                where = "%s:%d" % (file, lno) if file and lno else file or "??"
+                if tok == "(no stack)":
+                    out.append("    (no stack)")
+                    continue
+                out.append("    #%d %s %s (%s)" % (n, name or "??", where, tok))
+                n += 1
+    return "\n".join(out) + "\n"
+
+
 def main(args, preload_lib, load):
     try:
         return run(args, preload_lib, load)
@@ -362,6 +468,8 @@ def run(args, lib, load):
     if o["timeline"] or o["plot"]:
         timeline_mod = load("pagealloc_timeline", "the timeline")
     map_mod = load("pagealloc_map", "the heap map") if o["map"] else None
+    if o["guard"]:
+        o["heapprof"] = load("heapprof", "symbolizing the reports")
     tmp = os.environ.get("TMPDIR") or "/tmp"
     if "," in tmp:
         tmp = "/tmp"
@@ -415,13 +523,25 @@ def run_with(o, cmd, lib, tmp, made, timeline_mod, map_mod):
     # prints what it reported.
     caught = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP)
     old = {s: signal.signal(s, lambda *_: None) for s in caught}
+    # With --guard-all CMD's standard error comes through a pipe, so that
+    # the reports with stacks can be symbolized after it exits.
+    tee = None
+    actions = []
+    if o["guard"]:
+        rfd, wfd = os.pipe()
+        actions = [(os.POSIX_SPAWN_DUP2, wfd, 2), (os.POSIX_SPAWN_CLOSE, rfd)]
     try:
         try:
-            pid = os.posix_spawnp(cmd[0], cmd, env, setsigdef=caught + (
+            pid = os.posix_spawnp(cmd[0], cmd, env, file_actions=actions, setsigdef=caught + (
                 signal.SIGPIPE, signal.SIGXFSZ))
         except OSError as e:
             err("%s: %s" % (cmd[0], e.strerror or e))
             return 127 if e.errno == 2 else 126
+        finally:
+            if actions:
+                os.close(wfd)
+                tee = StderrTee(rfd)
+                tee.start()
         if sampler is not None:
             sampler.start(pid)
         status = wait_child(pid, sampler)
@@ -429,6 +549,16 @@ def run_with(o, cmd, lib, tmp, made, timeline_mod, map_mod):
         for s, h in old.items():
             signal.signal(s, h)
     code = os.waitstatus_to_exitcode(status)
+    if tee is not None:
+        # A process CMD left behind may hold the pipe: wait a moment only.
+        tee.join(2)
+        if tee.lines:
+            heapprof = o["heapprof"]
+            paths = object_paths(shutil.which(cmd[0]) or cmd[0], env)
+            paths.setdefault(os.path.basename(lib), lib)
+            for line in list(tee.lines):
+                sys.stderr.write(symbolized(line, paths, heapprof))
+            sys.stderr.flush()
     if code < 0:
         err("%s was killed by signal %d (%s)" % (cmd[0], -code, signal_name(-code)))
         code = 128 - code

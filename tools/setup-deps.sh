@@ -7,10 +7,13 @@ set -euo pipefail
 # (tools/fuzz.sh); then the real programs the preload matrix runs
 # (tests/preload/matrix.sh: each test skips when its program is missing);
 # Go's pprof (golang-go) and binutils (its symbolizer, and addr2line for
-# tools/heapprof.py), which read the heap profiles back in the tests.
+# tools/heapprof.py), which read the heap profiles back in the tests;
+# Prometheus (prometheus, with promtool), which scrapes `pagealloc serve`
+# in its test.
 packages=(build-essential cmake pkg-config libcmocka-dev libbenchmark-dev libnuma-dev valgrind
 	clang-format clang libclang-rt-14-dev libc6-dev python3 perl sqlite3 git xz-utils bzip2 gzip
-	tar mawk findutils grep sed diffutils coreutils make time golang-go binutils)
+	tar mawk findutils grep sed diffutils coreutils make time golang-go binutils
+	prometheus)
 
 missing=()
 for p in "${packages[@]}"; do

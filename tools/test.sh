@@ -8,7 +8,7 @@
 #                (no optimisation), all tests
 #   build-asan/  AddressSanitizer + UndefinedBehaviorSanitizer, all tests
 #   build-tsan/  ThreadSanitizer, the tests named *concurrent* or *thread*
-# then the tests of tools/report.py (tools/heapprof.py's are a ctest), the fuzz targets for 45 s each
+# then the Go package's tests (tools/test-go.sh), the tests of tools/report.py (tools/heapprof.py's are a ctest), the fuzz targets for 45 s each
 # (tools/fuzz.sh: build-fuzz/, clang) and the smoke runs of tools/compare.sh
 # and tools/profile.sh (build-prof/).
 # Installs missing Debian packages first (needs root for that). Exits nonzero
@@ -73,6 +73,9 @@ memcheck build/pa-demo
 for t in test_malloc_api; do
 	memcheck "build/$t"
 done
+
+step "Go package: tools/test-go.sh (go vet; go test -race vendored, CGO_ENABLED=0, -tags pagealloc_system)"
+tools/test-go.sh build
 
 step "report tool: tools/test_report.py (medians, ratios, targets, tables)"
 python3 tools/test_report.py

@@ -96,11 +96,11 @@ class UsageTest(unittest.TestCase):
         status, out, err = pagealloc()
         self.assertEqual((status, out), (2, ""))
         self.assertTrue(err.startswith("usage: pagealloc COMMAND [ARGS...]\n"), err)
-        for cmd in ("run", "stat", "profile", "map", "plot", "version", "help"):
+        for cmd in ("run", "stat", "profile", "map", "plot", "serve", "version", "help"):
             self.assertIn("\n  %s " % cmd, err)
 
     def test_help_cmd_is_cmd_help(self):
-        for cmd in ("run", "stat", "profile", "plot", "version", "help"):
+        for cmd in ("run", "stat", "profile", "plot", "serve", "version", "help"):
             s1, out1, err1 = pagealloc("help", cmd)
             s2, out2, err2 = pagealloc(cmd, "--help")
             self.assertEqual((s1, err1, s2, err2), (0, "", 0, ""), cmd)

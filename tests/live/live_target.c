@@ -1,14 +1,16 @@
 /*
  * live_target.c — a process for `pagealloc stat` to read (tests/live/stat.sh).
  *
- *     live_target NLARGE LARGE_BYTES NSMALL SMALL_BYTES
+ *     live_target NLARGE LARGE_BYTES NSMALL SMALL_BYTES [NFREE]
  *
  * A plain program on the C library's malloc, run with
  * LD_PRELOAD=libpagealloc-preload.so. It grows the heap past its first
  * arena first, so the heap has work for the scavenger thread, which starts
  * and makes the live file; prints "ready 0" and waits for a line on standard input; then
  * allocates NLARGE blocks of LARGE_BYTES and NSMALL of SMALL_BYTES, writes
- * to each, prints "ready 1" and waits for another line; then exits.
+ * to each, prints "ready 1" and waits for another line; then, given NFREE,
+ * frees the first NFREE large blocks, prints "ready 2" and waits for
+ * another line; then exits.
  * Between two readies only the scavenger thread runs, so the reader's
  * figures before and after differ by exactly what was allocated.
  *
@@ -34,14 +36,16 @@ static void wait_line(void)
 
 int main(int argc, char **argv)
 {
-	if (argc != 5) {
-		fprintf(stderr, "usage: live_target NLARGE LARGE_BYTES NSMALL SMALL_BYTES\n");
+	if (argc != 5 && argc != 6) {
+		fprintf(stderr,
+		        "usage: live_target NLARGE LARGE_BYTES NSMALL SMALL_BYTES [NFREE]\n");
 		return 2;
 	}
 	size_t nlarge = strtoul(argv[1], NULL, 10), large = strtoul(argv[2], NULL, 10);
 	size_t nsmall = strtoul(argv[3], NULL, 10), small = strtoul(argv[4], NULL, 10);
+	size_t nfree = argc == 6 ? strtoul(argv[5], NULL, 10) : 0;
 	static void *keep[1 << 16];
-	if (nlarge + nsmall > sizeof(keep) / sizeof(keep[0]))
+	if (nlarge + nsmall > sizeof(keep) / sizeof(keep[0]) || nfree > nlarge)
 		return 2;
 	/* 96 MiB past the heap's first arena (64 MiB) grow it again, and
 	 * their pages go back to it: the scavenger thread has work, starts at
@@ -67,5 +71,12 @@ int main(int argc, char **argv)
 	printf("ready 1\n");
 	fflush(stdout);
 	wait_line();
+	if (argc == 6) {
+		for (size_t i = 0; i < nfree; i++)
+			free(keep[i]);
+		printf("ready 2\n");
+		fflush(stdout);
+		wait_line();
+	}
 	return 0;
 }

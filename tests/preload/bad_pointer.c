@@ -24,6 +24,9 @@
  *   delete_aligned_sized_wrong  operator delete(p, size, 64) of new(100, 64)
  *   delete_sized_large_wrong    operator delete(p, size) of new(40000)
  *   delete_sized_twice          operator delete(p, 64) twice of new(64)
+ * and given a smaller size, of another class or page count:
+ *   delete_sized_smaller        operator delete(p, 8) of new(100)
+ *   delete_sized_large_smaller  operator delete(p, 1000) of new(256 KiB)
  * and a freed 64-byte block whose second word (its free-key) is written,
  * found when malloc_trim hands the thread's cache back to the spans:
  *   write_after_free
@@ -134,6 +137,14 @@ int main(int argc, char **argv)
 		del(announce(p), malloc_usable_size(p) + 1, 64);
 	} else if (strcmp(c, "delete_sized_large_wrong") == 0) {
 		delete_one_byte_over("_Znwm", 40000, "_ZdlPvm");
+	} else if (strcmp(c, "delete_sized_smaller") == 0 ||
+	           strcmp(c, "delete_sized_large_smaller") == 0) {
+		size_t n = strcmp(c, "delete_sized_smaller") == 0 ? 100 : 256 << 10;
+		void *(*alloc)(size_t) = (void *(*)(size_t))cxx_operator("_Znwm");
+		void (*del)(void *, size_t) = (void (*)(void *, size_t))cxx_operator("_ZdlPvm");
+		char *p = alloc(n);
+		memset(p, 7, n);
+		del(announce(p), n == 100 ? 8 : 1000);
 	} else if (strcmp(c, "delete_sized_twice") == 0) {
 		void *(*alloc)(size_t) = (void *(*)(size_t))cxx_operator("_Znwm");
 		void (*del)(void *, size_t) = (void (*)(void *, size_t))cxx_operator("_ZdlPvm");

@@ -19,7 +19,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 # (span_report; a freed block passed to anything but a free is a use after
 # free).
 foreign="not a live block of this heap (foreign pointer, or freed already)"
-wrong_size="size is larger than the block (wrong size)"
+# A sized delete's: the size passed, the block's, what its class (or its
+# page count) holds.
+wrong_size() { echo "wrong size: $1 bytes passed for a $2-byte block ($3)"; }
 declare -A fault_of=(
 	[free_stack]=$foreign
 	[free_mmap]=$foreign
@@ -29,10 +31,12 @@ declare -A fault_of=(
 	[double_free_large]="block is already free (double free)"
 	[realloc_freed]="block is already free (use after free)"
 	[free_interior]="points inside a block, not at its start (interior pointer)"
-	[delete_sized_wrong]=$wrong_size
-	[delete_array_sized_wrong]=$wrong_size
-	[delete_aligned_sized_wrong]=$wrong_size
-	[delete_sized_large_wrong]=$wrong_size
+	[delete_sized_wrong]=$(wrong_size 17 16 "size class 1, which holds 0 to 16 bytes")
+	[delete_array_sized_wrong]=$(wrong_size 113 112 "size class 7, which holds 97 to 112 bytes")
+	[delete_aligned_sized_wrong]=$(wrong_size 129 128 "size class 8, which holds 65 to 128 bytes")
+	[delete_sized_large_wrong]=$(wrong_size 40961 40960 "5 pages, which hold 32769 to 40960 bytes")
+	[delete_sized_smaller]=$(wrong_size 8 112 "size class 7, which holds 97 to 112 bytes")
+	[delete_sized_large_smaller]=$(wrong_size 1000 262144 "32 pages, which hold 253953 to 262144 bytes")
 	[delete_sized_twice]="block is already free (double free)"
 	[write_after_free]="write after free"
 )

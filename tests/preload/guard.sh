@@ -12,9 +12,11 @@
 #
 # With PAGEALLOC (the build tree's `pagealloc` command) the program runs as
 # `pagealloc run --quiet --guard-all -- PROGRAM` instead: the same line
-# first, pagealloc's own "pagealloc: PROGRAM was killed by signal 11
-# (SIGSEGV)" last (the shell's "Segmentation fault" may come between), and
-# pagealloc exits with the program's status.
+# first, then the same report symbolized ("pagealloc: symbolized: ..." and
+# "  allocated at:", "    #0 main FILE:LINE (NAME+0xOFFSET)": the program is
+# built with -O0 -g, so its malloc call is guard_overflow.c's line 12),
+# pagealloc's own "pagealloc: PROGRAM was killed by signal 11 (SIGSEGV)"
+# last, and pagealloc exits with the program's status.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=common.sh
@@ -51,6 +53,15 @@ if [ -n "$pagealloc" ]; then
 	last=$(tail -n 1 "$tmp/err")
 	[ "$last" = "pagealloc: $program was killed by signal 11 (SIGSEGV)" ] ||
 		{ show; fail "pagealloc run's last line is not that $program was killed by SIGSEGV"; }
+	addr=$(printf '0x%x' $((ptr + size)))
+	sym="pagealloc: symbolized: heap-buffer-overflow at $addr: 1 byte past the end of a $size-byte block at $ptr"
+	[ "$(sed -n 2p "$tmp/err")" = "$sym" ] || { show; fail "line 2 is not \"$sym\""; }
+	[ "$(sed -n 3p "$tmp/err")" = "  allocated at:" ] || { show; fail "line 3 is not \"  allocated at:\""; }
+	frame=$(sed -n 4p "$tmp/err")
+	case $frame in
+	"    #0 main $(dirname "$here")/preload/guard_overflow.c:12 ($(basename "$program")+0x"*) ;;
+	*) show; fail "line 4 is not frame #0, main at guard_overflow.c:12" ;;
+	esac
 	head -n 1 "$tmp/err" >"$tmp/first"
 	mv "$tmp/first" "$tmp/err"
 fi

@@ -1,0 +1,3 @@
+module github.com/libpagealloc/pagealloc
+
+go 1.19

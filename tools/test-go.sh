@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The Go package (go/), offline, each way a binary can get it:
+#   go vet, with and without cgo;
+#   go test -race: the vendored build (the library compiled by cgo);
+#   CGO_ENABLED=0 go test: the same API tests on Go memory;
+#   a program in a module of its own (a replace directive to this tree)
+#     builds and runs with nothing installed, linked dynamically and
+#     -static (which LD_PRELOAD never reaches);
+#   -tags pagealloc_system: an installed libpagealloc through pkg-config,
+#     installed from BUILD (default build/, built by the caller) into
+#     BUILD/go-prefix. Go's build cache keys a package on CGO_* but not on
+#     what pkg-config says, so the prefix goes into CGO_LDFLAGS too: a
+#     package built against another prefix is not reused.
+# Nothing is downloaded: the module needs only the standard library.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+
+export GOFLAGS=-mod=mod GOPROXY=off
+unset GOTOOLCHAIN
+# Go keeps its build cache under $HOME; a CI job without one gets a cache here.
+if [ -z "${GOCACHE:-}" ] && [ -z "${HOME:-}" ] && [ -z "${XDG_CACHE_HOME:-}" ]; then
+	export GOCACHE=$PWD/$build/go-cache
+fi
+
+echo "go vet (cgo: the package and bench/go; then CGO_ENABLED=0)"
+go vet ./...
+CGO_ENABLED=0 go vet ./go
+echo "go test -race (vendored)"
+go test -count=1 -race ./go
+echo "CGO_ENABLED=0 go test (Go memory)"
+CGO_ENABLED=0 go test -count=1 ./go
+echo "a program of its own module: go build, dynamic and -static"
+user=$(mktemp -d)
+trap 'rm -rf "$user"' EXIT
+cat >"$user/go.mod" <<EOF
+module example.com/user
+
+go 1.19
+
+require github.com/libpagealloc/pagealloc v0.0.0
+
+replace github.com/libpagealloc/pagealloc => $PWD
+EOF
+cat >"$user/main.go" <<'EOF'
+package main
+
+import (
+	"fmt"
+
+	pagealloc "github.com/libpagealloc/pagealloc/go"
+)
+
+func main() {
+	b := pagealloc.Calloc(100, "user")
+	fmt.Println(pagealloc.CurrentBackend(), len(b), pagealloc.NumAllocBytes())
+	pagealloc.Free(b)
+	fmt.Print(pagealloc.Leaks())
+}
+EOF
+want=$'vendored libpagealloc 100 100\npagealloc: no Calloc blocks live'
+(cd "$user" && go build -o user . &&
+	go build -o user-static -ldflags '-linkmode external -extldflags -static' .)
+for exe in user user-static; do
+	got=$("$user/$exe")
+	if [ "$got" != "$want" ]; then
+		printf 'test-go: %s printed:\n%s\n' "$exe" "$got" >&2
+		exit 1
+	fi
+done
+
+echo "go test -tags pagealloc_system (installed from $build/)"
+prefix=$(cd "$build" && pwd)/go-prefix
+rm -rf "$prefix"
+cmake --install "$build" --prefix "$prefix" >/dev/null
+CGO_LDFLAGS="-L$prefix/lib" PKG_CONFIG_PATH=$prefix/lib/pkgconfig LD_LIBRARY_PATH=$prefix/lib PAGEALLOC_TEST_BACKEND=system \
+	go test -count=1 -tags pagealloc_system ./go
