@@ -139,7 +139,7 @@ buildlog=$out/build.log
 	cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo &&
 		cmake --build "$build" -j "$(nproc)"
 } >"$buildlog" 2>&1 || note "the full build failed (see $buildlog); building targets one by one"
-workloads=(cycle seed000 service larson prodcons large small-1t small-2t cxx threads churn)
+workloads=(cycle seed000 service larson prodcons large small-1t small-2t cxx threads churn turnover)
 declare -A wl_exe=([small-1t]=wl-small [small-2t]=wl-small [churn-4t]=wl-churn [churn-32t]=wl-churn)
 declare -A wl_args=([small-1t]=threads=1 [small-2t]=threads=2 [churn-4t]="threads=4 slots=32 ops=6000"
 	[churn-32t]="threads=32 slots=8 ops=1500")

@@ -50,10 +50,12 @@ import sys
 # compare.sh's targets: pagealloc's median wall time at most TIME_TARGET times
 # the best peer's; its peak RSS at most RSS_TARGET times the best peer's;
 # wl-cycle's RSS / live bytes at most CYCLE_TARGET after each pause; and
-# wl-seed000's RSS at most glibc's at every step.
+# wl-seed000's RSS at most glibc's at every step; wl-turnover's RSS / live bytes
+# after its pause at most TURNOVER_TARGET and below every peer's.
 TIME_TARGET = 1.1
 RSS_TARGET = 1.0
 CYCLE_TARGET = 1.25
+TURNOVER_TARGET = 2.0
 
 # The three figures /usr/bin/time gives each run in compare.sh's raw.txt.
 TIME_FIGURES = ("wall_s", "cpu_s", "maxrss_mib")
@@ -319,6 +321,15 @@ def compare_targets(runs):
         out.append("- wl-seed000 %s: pagealloc %.2f MiB, glibc %.2f MiB (target <= glibc): %s"
                    % (k, x, g, "met" if ok else
                       "**missed** by %.2f MiB (%s)" % (x - g, pct(x / g))))
+    x = runs.median("turnover", "settled_ratio", PA)
+    b = runs.best("turnover", "settled_ratio")
+    if x is not None:
+        y = runs.median("turnover", "settled_ratio", b) if b is not None else None
+        ok = judge(x <= TURNOVER_TARGET and (y is None or x < y))
+        out.append("- wl-turnover settled_ratio (RSS/live after the turnover and its pause): "
+                   "pagealloc %.2f, best peer %s %s (target <= %.2f and below every peer): %s"
+                   % (x, b or "-", "-" if y is None else "%.2f" % y, TURNOVER_TARGET,
+                      "met" if ok else "**missed**"))
     out += ["", "**%d target(s) met, %d missed.**" % (met, missed)]
     return out
 
@@ -437,6 +448,8 @@ malloc_trim(0) where the allocator has one (glibc, pagealloc; not jemalloc, tcma
 mimalloc). wl-service: steady = mean RSS over the second half. wl-threads: RSS while all
 threads idle, at once (idle0) and after 2 s (idle), and after they exited (exit). wl-churn:
 peak = RSS sampled every 50 ms, peak_live = the most bytes the threads held at once.
+wl-turnover: RSS / live bytes after 9 keys in 10 are deleted (delete), after the survivors
+turned over at a constant key count (turnover) and after a 2 s pause (settled).
 """.format(cycle=CYCLE_TARGET)
 
 

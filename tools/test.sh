@@ -23,6 +23,7 @@ STEPS=(
 	"quick layers     layering: tools/check_layers.py (no cycle, no upward arrow) and its tests"
 	"quick plain      plain build build/ (RelWithDebInfo): every ctest test (quick: stress rounds / 10)"
 	"quick report     report tool: tools/test_report.py (medians, ratios, targets, tables)"
+	"quick valkey     Valkey backend: tools/valkey/test_apply_valkey.py (the edits to a checkout)"
 	"quick go         Go package: tools/test-go.sh (go vet; go test -race vendored, CGO_ENABLED=0, -tags pagealloc_system)"
 	"quick fuzz_short fuzzing: tools/fuzz.sh --time 10 (build-fuzz/: fuzz_conf, fuzz_malloc on their corpus)"
 	"full  release    Release build build-release/ (no debug information): every ctest test"
@@ -64,6 +65,8 @@ step_plain() {
 step_report() { python3 tools/test_report.py; }
 
 step_go() { tools/test-go.sh build; }
+
+step_valkey() { python3 tools/valkey/test_apply_valkey.py; }
 
 step_fuzz_short() { tools/fuzz.sh --time 10; }
 

@@ -147,6 +147,23 @@ class Targets(unittest.TestCase):
             "**5 target(s) met, 2 missed.**",
         ])
 
+    def test_turnover_target_wants_at_most_2x_live_and_below_every_peer(self):
+        def lines(pa_ratio):
+            raw = "".join("rep=%d wl=turnover alloc=%s settled_ratio=%s\n" % (r, a, x)
+                          for r in (1, 2)
+                          for a, x in (("glibc", 3.0), ("jemalloc", 1.9), ("pagealloc", pa_ratio)))
+            runs = report.Runs(raw.splitlines(), ALLOCS, ["turnover"])
+            return report.compare_targets(runs)
+        self.assertEqual(lines(1.5)[0],
+                         "- wl-turnover settled_ratio (RSS/live after the turnover and its pause): "
+                         "pagealloc 1.50, best peer jemalloc 1.90 (target <= 2.00 and below every "
+                         "peer): met")
+        self.assertEqual(lines(1.95)[0],
+                         "- wl-turnover settled_ratio (RSS/live after the turnover and its pause): "
+                         "pagealloc 1.95, best peer jemalloc 1.90 (target <= 2.00 and below every "
+                         "peer): **missed**")
+        self.assertEqual(lines(1.95)[-1], "**0 target(s) met, 1 missed.**")
+
     def test_a_workload_that_failed_on_pagealloc_misses_its_targets(self):
         runs = compare_runs(COMPARE_RAW + "rep=3 wl=seed000 alloc=pagealloc fail=1 rc=134\n")
         lines = report.compare_targets(runs)
