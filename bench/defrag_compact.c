@@ -38,6 +38,8 @@
 
 #include <pagealloc.h>
 
+#include "statm.h"
+
 #define MIB (1024.0 * 1024.0)
 #define NOBJ ((size_t)1 << 20)
 
@@ -54,19 +56,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static double rss_mib(void)
-{
-	unsigned long size, resident;
-	FILE *f = fopen("/proc/self/statm", "r");
-	if (f == NULL)
-		return -1;
-	int n = fscanf(f, "%lu %lu", &size, &resident);
-	fclose(f);
-	if (n != 2)
-		return -1;
-	return (double)resident * (double)sysconf(_SC_PAGESIZE) / MIB;
-}
-
 struct point {
 	double rss, live, small_pages; /* MiB */
 	size_t spans, partial_free;    /* small spans; free slots in partial ones */
@@ -79,7 +68,7 @@ static struct point measure(void)
 	pa_scavenge(0);
 	if (pa_malloc_stats(&st) != 0)
 		die("pa_malloc_stats failed");
-	struct point p = {.rss = rss_mib(), .live = (double)st.heap_alloc / MIB};
+	struct point p = {.rss = statm_rss_mib(), .live = (double)st.heap_alloc / MIB};
 	for (size_t c = 1; c < st.nclasses; c++) {
 		p.small_pages += (double)st.classes[c].pages * PA_PAGE_BYTES / MIB;
 		p.spans += st.classes[c].spans;

@@ -41,6 +41,8 @@
 
 #include <pagealloc.h>
 
+#include "statm.h"
+
 #define MIB (1024.0 * 1024.0)
 #define NSMALL ((size_t)1 << 20)  /* 16-byte objects of examples 3 and 4 */
 #define NLARGER ((size_t)1 << 19) /* 32-byte objects of example 3 step (4) */
@@ -53,19 +55,6 @@ static void die(const char *what)
 {
 	fprintf(stderr, "seed000-frag: %s\n", what);
 	exit(1);
-}
-
-static double rss_mib(void)
-{
-	unsigned long size, resident;
-	FILE *f = fopen("/proc/self/statm", "r");
-	if (f == NULL)
-		return -1;
-	int n = fscanf(f, "%lu %lu", &size, &resident);
-	fclose(f);
-	if (n != 2)
-		return -1;
-	return (double)resident * (double)sysconf(_SC_PAGESIZE) / MIB;
 }
 
 /* The article's PrintMemoryStats: settle the heap, then read it. */
@@ -82,7 +71,7 @@ static struct point measure(void)
 	    .frag = (double)st.max_fragmentation / MIB,
 	    .inuse = (double)st.heap_inuse / MIB,
 	    .alloc = (double)st.heap_alloc / MIB,
-	    .rss = rss_mib(),
+	    .rss = statm_rss_mib(),
 	};
 }
 
