@@ -300,10 +300,15 @@ static void release(struct slot *s, unsigned how)
 		pa_free(s->p);
 		break;
 	case 1:
-		pa_free_sized(s->p, s->size);
+		/* C23: free_sized for malloc's blocks; an aligned block (aligned_alloc,
+		 * memalign, posix_memalign, valloc) is freed with its alignment */
+		if (s->align > 16)
+			pa_free_aligned_sized(s->p, s->align, s->size);
+		else
+			pa_free_sized(s->p, s->size);
 		break;
 	default:
-		/* C23: for aligned_alloc's blocks; for others an alignment of 0. */
+		/* C23: for aligned blocks; for others an alignment of 0. */
 		pa_free_aligned_sized(s->p, s->align, s->size);
 		break;
 	}
@@ -565,8 +570,10 @@ static void run_op(struct input *in)
 			size = pick_huge(in);
 		errno = 0;
 		p = op == OP_MEMALIGN ? pa_memalign(align, size) : pa_aligned_alloc(align, size);
+		/* kept with the alignment the block has (memalign rounds up to a
+		 * power of two): what free_aligned_sized is given */
 		if (check_aligned(p, align, size, op == OP_MEMALIGN ? "memalign" : "aligned_alloc"))
-			keep(s, p, size, align);
+			keep(s, p, size, memalign_result(align));
 		break;
 
 	case OP_POSIX_MEMALIGN: {
@@ -612,8 +619,10 @@ static void run_op(struct input *in)
 		if (op == OP_PVALLOC) /* rounded up to pages; overflowing that is ENOMEM */
 			n = size > SIZE_MAX - (OS_PAGE - 1) ? SIZE_MAX
 			                                    : (size + OS_PAGE - 1) & ~(OS_PAGE - 1);
+		/* valloc is memalign(page size): its blocks are freed with that
+		 * alignment (a 1-byte one is a 4 KiB block) */
 		if (check_aligned(p, OS_PAGE, n, op == OP_VALLOC ? "valloc" : "pvalloc"))
-			keep(s, p, size, 0);
+			keep(s, p, size, OS_PAGE);
 		break;
 
 	case OP_USABLE_SIZE:
