@@ -479,6 +479,11 @@ static void *scav_main(void *arg)
 	os_thp_read(&machine);
 	scav_thp_setup(s, &machine);
 	uint64_t t0 = os_now_ns(), cpu_prev = os_thread_cpu_ns();
+	/* The first look for huge pages to collapse a pass after the thread
+	 * starts: a program that lives less than that (wl-churn: 0.2 s, 1.44x
+	 * its CPU when its heap's regions were collapsed and freed at once)
+	 * spends nothing on collapses it cannot use. */
+	s->collapse_pass_ns = t0 + SCAV_COLLAPSE_PASS_NS;
 	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
 		uint32_t *word = __atomic_load_n(&s->wake_word, __ATOMIC_RELAXED);
 		uint32_t wake = __atomic_load_n(word, __ATOMIC_RELAXED);
