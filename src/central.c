@@ -737,14 +737,21 @@ void *central_defrag_take(unsigned cls, struct pa_span *from, struct pa_span_spa
 	return list;
 }
 
+/* Live object p straight back to its span, with the free-key a free into
+ * a list writes (give_locked checks it); lock held. */
+static void give_one_locked(struct pa_central *c, void *p, struct pa_span_spares *sp)
+{
+	((void **)p)[0] = NULL;
+	((void **)p)[1] = (void *)span_free_key(p);
+	give_locked(c, p, 1, sp);
+}
+
 void central_defrag_give(void *p, struct pa_span_spares *sp)
 {
 	struct pa_span *s = pagemap_lookup((uintptr_t)p);
 	struct pa_central *c = &central[s->cls];
-	((void **)p)[0] = NULL;
-	((void **)p)[1] = (void *)span_free_key(p); /* as a free into a list writes */
 	lock_acquire(&c->lock);
-	give_locked(c, p, 1, sp);
+	give_one_locked(c, p, sp);
 	lock_release(&c->lock);
 }
 
@@ -758,9 +765,7 @@ int central_give_draining(void *p, struct pa_span_spares *sp)
 		lock_release(&c->lock);
 		return 0;
 	}
-	((void **)p)[0] = NULL;
-	((void **)p)[1] = (void *)span_free_key(p); /* as a free into a list writes */
-	give_locked(c, p, 1, sp);
+	give_one_locked(c, p, sp);
 	lock_release(&c->lock);
 	return 1;
 }
