@@ -361,7 +361,7 @@ static inline size_t span_usable_of(const struct pa_span *s, const void *p)
 
 /* ---- small objects ------------------------------------------------------- */
 
-static void *small_sampled(struct pa_tcache *tc, unsigned cls, size_t n, size_t align, void *o);
+static void *small_sampled(size_t n, struct pa_tcache *tc, unsigned cls, size_t align, void *o);
 
 static void *__attribute__((noinline)) small_alloc_slow(unsigned cls, size_t n, size_t align)
 {
@@ -389,7 +389,7 @@ static void *__attribute__((noinline)) small_alloc_slow(unsigned cls, size_t n, 
 	/* The refill's object: not a pop of the list (tcache_alloc_slow) */
 	count_alloc(tc, 1, pa_sizeclasses[cls].size);
 	if (tc != NULL && __builtin_expect((tc->sample_left -= (int64_t)n) < 0, 0)) {
-		p = small_sampled(tc, cls, n, align, p);
+		p = small_sampled(n, tc, cls, align, p);
 		__asm__ volatile("" ::: "memory");
 	}
 	return p;
@@ -398,7 +398,7 @@ static void *__attribute__((noinline)) small_alloc_slow(unsigned cls, size_t n, 
 /* Object of class cls for a request of n bytes (n: for the sampler and
  * valgrind) at an `align`-aligned address (a constant where it is inlined:
  * only the sampler's calls read it). */
-static inline void *small_alloc(unsigned cls, size_t n, size_t align)
+static inline void *small_alloc(size_t cls, size_t n, size_t align)
 {
 	struct pa_tcache *tc = tcache_self;
 	void **o = tc->head[cls];
@@ -420,7 +420,7 @@ static inline void *small_alloc(unsigned cls, size_t n, size_t align)
 		 * and a branch. The call below stays a call (the asm), so the
 		 * entry point's frame stays on the stack for the trimming. */
 		if (__builtin_expect((tc->sample_left -= (int64_t)n) < 0, 0)) {
-			void *q = small_sampled(tc, cls, n, align, o);
+			void *q = small_sampled(n, tc, cls, align, o);
 			__asm__ volatile("" ::: "memory");
 			return q;
 		}
@@ -690,7 +690,7 @@ static inline void free_checked(struct pa_span *s, void *p, const char *func)
  * (prof.h), o going back to the list. Without either (off, busy in this
  * thread, or out of room) o itself. */
 static void *__attribute__((noinline))
-small_sampled(struct pa_tcache *tc, unsigned cls, size_t n, size_t align, void *o)
+small_sampled(size_t n, struct pa_tcache *tc, unsigned cls, size_t align, void *o)
 {
 	unsigned fired = tcache_sample_fire(tc);
 	if (tc->prof.busy)
@@ -727,9 +727,17 @@ small_sampled(struct pa_tcache *tc, unsigned cls, size_t n, size_t align, void *
 
 void *pa_malloc(size_t n)
 {
-	if (__builtin_expect(n <= PA_SC_MAX_SMALL, 1))
-		return small_alloc(pa_size_to_class(n), n, 16);
-	return alloc_large(n, 16, 0);
+	/* pa_size_to_class's own test first: the common sizes take one
+	 * compare and no taken branch to their class (one instruction and a
+	 * jump a pair less than testing PA_SC_MAX_SMALL first). */
+	size_t cls;
+	if (__builtin_expect(n <= PA_SC_SMALL_MAX, 1))
+		cls = pa_size_to_class(n);
+	else if (n <= PA_SC_MAX_SMALL)
+		cls = pa_size_to_class(n);
+	else
+		return alloc_large(n, 16, 0);
+	return small_alloc(cls, n, 16);
 }
 
 /* pa_free of a block that failed the fast checks: NULL, a bad pointer

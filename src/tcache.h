@@ -100,8 +100,11 @@ struct pa_tcache {
 	 * class with the CPU's scaled addressing and tested without the bound,
 	 * the fast paths save five instructions a pair. 64 bits: they never
 	 * wrap. limit, freed and max are written with relaxed atomic stores
-	 * (the stats read them). */
-	uint64_t limit[PA_SC_NUM_CLASSES]; /* first: gcc then stores it without an add */
+	 * (the stats read them). head first: pa_malloc's pop then loads and
+	 * stores it at the class's scaled index with no displacement, and gcc
+	 * keeps no second register for it (one instruction a pair). */
+	void *head[PA_SC_NUM_CLASSES];
+	uint64_t limit[PA_SC_NUM_CLASSES];
 	/* The page map's leaf that pa_free last looked up (pagemap.h), and
 	 * its leaf index (p >> 30): pa_free of an address in it takes the leaf from here
 	 * and loads nothing that depends on the address before the page's
@@ -111,7 +114,6 @@ struct pa_tcache {
 	uintptr_t leaf_r;
 	struct pa_span **leaf;
 	uint64_t freed[PA_SC_NUM_CLASSES];
-	void *head[PA_SC_NUM_CLASSES];
 	uint32_t max[PA_SC_NUM_CLASSES];
 	/* Bytes this thread may still allocate before its next heap-profile
 	 * sample (prof.h): every malloc subtracts its size, the one that
