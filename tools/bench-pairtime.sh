@@ -3,6 +3,7 @@
 # mimalloc, alternating round by round:
 #
 #   tools/bench-pairtime.sh --mb DIR [--rounds R] [--build B] [--lib NAME=SO]... [--out FILE]
+#                           [--shapes S1,S2,...]
 #
 # DIR is a build of mimalloc-bench's programs (glibc-simple, alloc-test,
 # cache-scratch; not part of this repository). Seven shapes, each the user CPU
@@ -13,6 +14,8 @@
 #   alloc-test      alloc-test 1
 #   scratch         cache-scratch 1 1000 1 2000000 2
 #   pair16/pair64   B/malloc-pairs-libc --case pair --size 16|64 --iters 20000000
+# --shapes runs only those (by name), e.g. on a loaded machine
+# simple16,alloc-test,scratch,pair16,pair64 (a round is then about half as long).
 # Allocators: pagealloc (B/libpagealloc-preload.so with the default
 # configuration: heap profile and guard sampling on), tcmalloc and mimalloc
 # (Debian's), and any --lib NAME=SO (another build of ours, for an A/B in the
@@ -29,6 +32,7 @@ mb=
 out=bench-results/pairtime-raw.txt
 libdir=/usr/lib/x86_64-linux-gnu
 libs=()
+only=
 
 usage() {
 	sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//' >&2
@@ -42,6 +46,7 @@ while [ $# -gt 0 ]; do
 	--mb) mb=${2:?}; shift ;;
 	--lib) libs+=("${2:?}"); shift ;;
 	--out) out=${2:?}; shift ;;
+	--shapes) only=,${2:?},; shift ;;
 	*) usage ;;
 	esac
 	shift
@@ -71,6 +76,7 @@ for r in $(seq 1 "$rounds"); do
 		for s in "${shapes[@]}"; do
 			shape=${s%%|*}
 			cmd=${s#*|}
+			[ -z "$only" ] || [[ $only == *",$shape,"* ]] || continue
 			# shellcheck disable=SC2086
 			LD_PRELOAD=$so /usr/bin/time -o "$tfile" -f %U $cmd >/dev/null 2>&1
 			u=$(tail -1 "$tfile")
