@@ -632,12 +632,10 @@ static void print_top_classes(struct out *o, const struct pa_malloc_stats *ms)
 		out_uint_w(o, (uint64_t)c->partial_free * c->size, 17);
 		out_str(o, "\n");
 	}
-	uint64_t spans = 0, partial = 0, bytes = 0;
-	for (size_t cls = 1; cls < ms->nclasses; cls++) {
+	uint64_t spans = 0, partial, bytes;
+	for (size_t cls = 1; cls < ms->nclasses; cls++)
 		spans += ms->classes[cls].spans;
-		partial += ms->classes[cls].partial_spans;
-		bytes += (uint64_t)ms->classes[cls].partial_free * ms->classes[cls].size;
-	}
+	stats_partial_totals(ms, &partial, &bytes);
 	out_str(o, "  small spans: ");
 	out_uint(o, spans);
 	out_str(o, ", ");
@@ -645,6 +643,17 @@ static void print_top_classes(struct out *o, const struct pa_malloc_stats *ms)
 	out_str(o, " of them partial, holding ");
 	out_mib(o, bytes);
 	out_str(o, " of free slots (pa_defrag_frag_bytes: what pa_defrag_move could win back)\n");
+}
+
+void stats_partial_totals(const struct pa_malloc_stats *ms, uint64_t *spans, uint64_t *free_bytes)
+{
+	uint64_t n = 0, bytes = 0;
+	for (size_t cls = 1; cls < ms->nclasses; cls++) {
+		n += ms->classes[cls].partial_spans;
+		bytes += (uint64_t)ms->classes[cls].partial_free * ms->classes[cls].size;
+	}
+	*spans = n;
+	*free_bytes = bytes;
 }
 
 /* The threads that allocated the most bytes, and how many were seen. */
