@@ -1410,11 +1410,14 @@ unsigned pageheap_collapse_find_locked(struct pa_pageheap *h, size_t *cursor, si
 		ci = pageheap_prev_chunk_locked(h, ci);
 		if (ci == SIZE_MAX)
 			break; /* a pass is over; the next starts at the top */
-		unsigned dense = chunk_dense_huge(chunk_at(h, ci), h->hp_pages, min_alloc);
-		if (dense != 0) {
+		struct pa_chunk *c = chunk_at(h, ci);
+		unsigned dense = chunk_dense_huge(c, h->hp_pages, min_alloc);
+		unsigned ready = dense & c->dense_seen;
+		c->dense_seen = (uint8_t)dense;
+		if (ready != 0) {
 			*cursor = ci;
 			*base = chunk_base(h, ci);
-			return dense;
+			return ready;
 		}
 	}
 	*cursor = ci;
