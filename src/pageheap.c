@@ -1400,6 +1400,22 @@ static void huge_released(struct pa_pageheap *h, struct pa_chunk *c, unsigned st
 	}
 }
 
+int pageheap_huge_at_locked(struct pa_pageheap *h, uintptr_t addr, int split)
+{
+	if (h->hp_pages == 0)
+		return 0;
+	struct pa_chunk *c = pageheap_chunk(h, addr);
+	unsigned hp = page_in_chunk(addr) / h->hp_pages;
+	if (!(c->huge >> hp & 1))
+		return 0;
+	if (split) {
+		c->huge &= (uint8_t) ~(1u << hp);
+		h->huge_pages--;
+		h->huge_splits++;
+	}
+	return 1;
+}
+
 unsigned pageheap_collapse_find_locked(struct pa_pageheap *h, size_t *cursor, size_t max_chunks,
                                        unsigned min_alloc, uintptr_t *base)
 {

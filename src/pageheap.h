@@ -317,6 +317,11 @@ static inline struct pa_chunk *pageheap_chunk(const struct pa_pageheap *h, uintp
 	return &h->chunks[ci >> PA_CHUNK_L2_BITS][ci & (PA_CHUNK_L2_COUNT - 1)];
 }
 
+/* Does addr lie in a huge page the scavenger collapsed (h->hp_pages long)?
+ * With split, one that does stops counting as huge and counts a split: the
+ * caller is about to release pages inside it. addr in the heap; lock held. */
+int pageheap_huge_at_locked(struct pa_pageheap *h, uintptr_t addr, int split);
+
 /* Is addr inside a heap range? (binary search; lock held) */
 int pageheap_contains_locked(const struct pa_pageheap *h, uintptr_t addr);
 
