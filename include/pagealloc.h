@@ -93,7 +93,8 @@ struct pa_stats {
 	int thp_state;              /* 0 thread not started, 1 thp=off, 2 the machine's THP
 	                             * is "never", 3 collapsing, 4 MADV_HUGEPAGE hints (no
 	                             * MADV_COLLAPSE), 5 none (no MADV_COLLAPSE and THP
-	                             * defrag would stall faults) */
+	                             * defrag would stall faults), 6 none (the process
+	                             * turned THP off: prctl PR_SET_THP_DISABLE) */
 	size_t huge_bytes;          /* heap backed by huge pages the scavenger collapsed,
 	                             * and not split since */
 	uint64_t huge_collapses;    /* huge pages collapsed over the process's life */

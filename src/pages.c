@@ -499,6 +499,9 @@ int pa_stats(struct pa_stats *out)
 	if (out->thp_state != PA_THP_STATE_UNKNOWN &&
 	    __atomic_load_n(&pa_conf.thp, __ATOMIC_RELAXED) == PA_THP_OFF)
 		out->thp_state = PA_THP_STATE_OFF;
+	else if ((out->thp_state == PA_THP_STATE_COLLAPSE || out->thp_state == PA_THP_STATE_HINT) &&
+	         os_thp_disabled())
+		out->thp_state = PA_THP_STATE_PROCESS_OFF;
 	out->collapse_failures = __atomic_load_n(&default_scav.collapse_failures, __ATOMIC_RELAXED);
 	out->memory_limit_auto =
 	    __atomic_load_n(&default_scav.conf.memory_limit_auto, __ATOMIC_RELAXED);

@@ -438,6 +438,8 @@ static void print_huge(struct out *o, const struct pa_stats *s, uint64_t kernel_
 	    "MADV_COLLAPSE)",
 	    "nothing: this kernel has no MADV_COLLAPSE and its THP defrag setting would stall "
 	    "page faults",
+	    "nothing: the process turned transparent huge pages off (prctl PR_SET_THP_DISABLE; "
+	    "redis-server does where the machine's THP is \"always\", unless disable-thp is no)",
 	};
 	struct os_thp m;
 	os_thp_read(&m);
@@ -450,7 +452,7 @@ static void print_huge(struct out *o, const struct pa_stats *s, uint64_t kernel_
 	out_str(o, machine_names[m.mode]);
 	out_str(o, "\n");
 	out_row(o, "doing");
-	out_str(o, s->thp_state >= 0 && s->thp_state < 6 ? doing[s->thp_state] : "?");
+	out_str(o, s->thp_state >= 0 && s->thp_state < 7 ? doing[s->thp_state] : "?");
 	out_str(o, "\n");
 	out_row(o, "backed");
 	out_mib(o, s->huge_bytes);

@@ -31,6 +31,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -878,6 +881,35 @@ static void collapse_waits_for_two_passes_in_a_row(void **state)
 	assert_int_equal(pageheap_verify(&f->h), 0);
 }
 
+/* A process that turned THP off for itself (prctl PR_SET_THP_DISABLE, as
+ * redis-server does where THP is "always") gets no collapse, in a child; this process, with THP
+ * on, gets the same heap's three. */
+static void collapse_respects_the_process_s_thp_disable(void **state)
+{
+	struct fixture *f = *state;
+	build(&f->h, dense_heap, 3);
+	thp_by_hand(f, PA_THP_AUTO);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int set = prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0 && os_thp_disabled();
+		size_t n = 0;
+		for (int k = 0; k < 4; k++)
+			n += scav_collapse_step(&f->s);
+		_exit(set && n == 0 && f->h.huge_pages == 0 ? 0 : 1);
+	}
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(os_thp_disabled(), 0);
+	size_t n = 0;
+	for (int k = 0; k < 4; k++)
+		n += scav_collapse_step(&f->s);
+	assert_int_equal(n, 3);
+	assert_int_equal(f->h.huge_pages, 3);
+}
+
 static void background_keeps_collapsed_huge_pages_whole_until_freed_whole(void **state)
 {
 	struct fixture *f = *state;
@@ -1032,6 +1064,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(collapse_takes_dense_huge_pages_highest_chunk_first,
 	                                    setup, teardown),
 	    cmocka_unit_test_setup_teardown(collapse_waits_for_two_passes_in_a_row, setup,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(collapse_respects_the_process_s_thp_disable, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(
 	        background_keeps_collapsed_huge_pages_whole_until_freed_whole, setup, teardown),
