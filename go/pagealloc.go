@@ -164,6 +164,18 @@ func Free(b []byte) {
 	}
 }
 
+// Exit ends the program with status code as C's exit does: the C
+// libraries' exit handlers run, libpagealloc's among them, which write its
+// report at exit — the heap's story (stats_print), the final heap profile
+// (prof_prefix) and the heap map (map_prefix) that `pagealloc run` and
+// `pagealloc run --heap-profile` read for their reports. Go's own exit
+// (main returning, os.Exit) runs no C exit handler, so a Go program that
+// wants those reports ends with Exit, typically as main's last line. As
+// with os.Exit, deferred functions do not run. Without cgo it is os.Exit.
+func Exit(code int) {
+	sysExit(code)
+}
+
 // NumAllocBytes is the bytes of Calloc's blocks not yet freed (as asked
 // for: the 8-byte trailers and the size classes' rounding are in
 // ReadStats's C figures, not here).
