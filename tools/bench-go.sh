@@ -6,6 +6,8 @@
 #     this package's Calloc; make with debug.FreeOSMemory and Calloc with
 #     pagealloc.Scavenge after each free phase, and Calloc with Move of
 #     what ShouldMove names then Scavenge; RUNS runs of each, alternating.
+#     pagealloc-slices (not run unless named) holds the live set as a
+#     [][]byte grown by append instead of the cycle's compact table.
 #     VARIANTS="make pagealloc ..." picks some; CYCLE_ARGS="-live .. -keep .."
 #     passes flags on.
 #  Set ARENA=0 to skip part 2.
@@ -35,6 +37,7 @@ for r in $(seq "$runs"); do
 		make-free) pre= a="make -scavenge" ;;
 		pagealloc-scavenge) pre= a="pagealloc -scavenge" ;;
 		pagealloc-defrag) pre= a="pagealloc -defrag -scavenge" ;;
+		pagealloc-slices) pre= a="pagealloc -table=slices" ;;
 		*) pre= a=$v ;;
 		esac
 		echo "== run $r $v" >>"$out/cycle.log"
