@@ -894,7 +894,8 @@ OUTERMOST = ("main", "main.main")
 def report_stack(frames, depth):
     """A leak report's site: the first DEPTH names of a sample's frames
     ((name, file, line), innermost first), cgo's plumbing left out (and
-    the closure cgo wraps a call passing a Go pointer in), up to
+    the closure cgo wraps a call passing a Go pointer in, and a function's
+    frame repeated under its name for what was inlined into it), up to
     main; a Go function (its file ends in .go) with its file's base name and
     line: "main.load (load.go:42)"."""
     names = []
@@ -906,6 +907,10 @@ def report_stack(frames, depth):
         nxt = frames[i + 1] if i + 1 < len(frames) else None
         if nxt and GO_CLOSURE.fullmatch(name) and name.rsplit(".", 1)[0] == nxt[0] \
                 and (file, line) == nxt[1:]:
+            continue
+        # A Go function inlined into another is named by addr2line as the
+        # one it sits in, at the inlined one's file: one frame.
+        if nxt and name == nxt[0] and file != nxt[1]:
             continue
         if file and file.endswith(".go") and line:
             names.append("%s (%s:%d)" % (name, os.path.basename(file), line))

@@ -75,11 +75,19 @@ echo "pagealloc run --heap-profile on a cgo program that leaks in C (go/internal
 # leaked copies; the Calloc and Free pairs balance and are not there.
 go build -o "$user/cgoleak" ./go/internal/cgoleak
 report=$("$build/pagealloc" run --quiet --prof-sample 1 --heap-profile "$user/hp" -- "$user/cgoleak" 2>&1 >"$user/cgoleak.out")
-leak='4.0 MiB in 64 objects from copyRecord (main.go:19) <- main.leakRecords (main.go:45) <- main.main (main.go:56)'
+leak='4.0 MiB in 64 objects from copyRecord (main.go:20) <- main.leakRecords (main.go:47) <- main.main (main.go:58)'
 if [ "$(printf '%s\n' "$report" | sed -n 2p)" != "$leak" ] ||
 	[ "$(cat "$user/cgoleak.out")" != 'pagealloc: no Calloc blocks live' ] ||
 	printf '%s\n' "$report" | grep -q 'Calloc \|gopa_\|sysCalloc'; then
 	printf 'test-go: the leak report of cgoleak: want line 2\n%s\nand no Calloc site; got:\n%s\n' "$leak" "$report" >&2
+	exit 1
+fi
+# With -leak-calloc, one Calloc block kept too: under the preload library
+# Calloc's blocks are its (one heap, one report), named at the Go caller.
+report=$("$build/pagealloc" run --quiet --prof-sample 1 --heap-profile "$user/hp" -- "$user/cgoleak" -leak-calloc 2>&1 >/dev/null)
+kept='^97\.7 KiB in 1 object from github\.com/libpagealloc/pagealloc/go\.Calloc (pagealloc\.go:[0-9]*) <- main\.keepIndex (main\.go:73) <- main\.main (main\.go:61)$'
+if [ "$(printf '%s\n' "$report" | sed -n 2p)" != "$leak" ] || ! printf '%s\n' "$report" | sed -n 3p | grep -q "$kept"; then
+	printf 'test-go: the leak report of cgoleak -leak-calloc: want lines 2 and 3\n%s\n%s\ngot:\n%s\n' "$leak" "$kept" "$report" >&2
 	exit 1
 fi
 

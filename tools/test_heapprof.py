@@ -377,12 +377,14 @@ class Reports(unittest.TestCase):
                   ("runtime.main", "/usr/lib/go/src/runtime/proc.go", 250),
                   ("gopa_calloc", "gopa.c", 47),
                   ("github.com/libpagealloc/pagealloc/go.sysCalloc", "/src/go/cgo.go", 35),
+                  # sysCalloc inlined into Calloc, as addr2line names it
+                  ("github.com/libpagealloc/pagealloc/go.Calloc", "/src/go/cgo.go", 37),
                   ("github.com/libpagealloc/pagealloc/go.Calloc", "/src/go/pagealloc.go", 140)]
         for i, (name, file, line) in enumerate(frames, 1):
             b.function(i, name, file)
             b.location(i, 0x401000 + 0x100 * i, 1, [(i, line)])
         b.sample([1, 2, 3, 4, 5, 6, 7, 8, 9], [64, 64 << 16, 64, 64 << 16])
-        b.sample([10, 2, 3, 4, 5, 11, 12, 7, 8, 9], [1, 100, 1, 100])
+        b.sample([10, 2, 3, 4, 5, 11, 12, 13, 7, 8, 9], [1, 100, 1, 100])
         path = write(self.dir, "heap.9.0001.final.pb.gz", bytes(b))
         p = heapprof.read(path)
         self.assertEqual(heapprof.leak_report(path, p, heapprof.Symbolizer(p))[1:3], [

@@ -7,7 +7,8 @@
 // record it is given and keeps none: 64 blocks of 64 KiB (4 MiB) leak. The
 // Go side's own buffers are Calloc and Free pairs that balance. The program
 // ends with pagealloc.Exit, which runs the C library's exit report (Go's
-// own exit runs none).
+// own exit runs none). With the argument -leak-calloc it also keeps one
+// Calloc block (keepIndex), which the report names the same way.
 package main
 
 /*
@@ -26,6 +27,7 @@ import "C"
 
 import (
 	"fmt"
+	"os"
 	"unsafe"
 
 	pagealloc "github.com/libpagealloc/pagealloc/go"
@@ -55,6 +57,18 @@ func main() {
 	buf := pagealloc.Calloc(recordSize, "records")
 	leakRecords(buf)
 	pagealloc.Free(buf)
+	if len(os.Args) > 1 && os.Args[1] == "-leak-calloc" {
+		keepIndex()
+	}
 	fmt.Print(pagealloc.Leaks())
 	pagealloc.Exit(0)
+}
+
+var index []byte
+
+// keepIndex allocates a block it never frees.
+//
+//go:noinline
+func keepIndex() {
+	index = pagealloc.Calloc(100000, "index")
 }
