@@ -37,6 +37,7 @@
 static void *(*calloc_fn)(size_t, size_t) = pa_calloc;
 static void (*free_fn)(void *) = pa_free;
 static size_t (*usable_fn)(void *) = pa_malloc_usable_size;
+static size_t (*usable_as_fn)(void *, const char *) = pa_malloc_usable_size_as;
 static int (*hint_fn)(const void *) = pa_defrag_hint;
 static void *(*move_fn)(void *) = pa_defrag_move;
 static int (*trim_fn)(size_t) = pa_malloc_trim;
@@ -51,12 +52,12 @@ void *gopa_calloc(size_t n, uint64_t meta)
 	return p;
 }
 
-/* malloc_usable_size reports a pointer the heap did not hand out (one line
- * naming it, then abort) before anything is read. */
+/* The library reports a pointer its heap did not hand out before anything
+ * is read: one line naming Free, the pointer and the fault, then abort. */
 uint64_t gopa_free(void *p)
 {
 	uint64_t meta;
-	memcpy(&meta, (char *)p + usable_fn(p) - sizeof meta, sizeof meta);
+	memcpy(&meta, (char *)p + usable_as_fn(p, "Free") - sizeof meta, sizeof meta);
 	free_fn(p);
 	return meta;
 }
@@ -87,11 +88,13 @@ int gopa_init(void)
 	void *c = preloaded("calloc", &lib), *f = preloaded("free", &lib);
 	void *u = preloaded("malloc_usable_size", &lib), *h = preloaded("pa_defrag_hint", &lib);
 	void *m = preloaded("pa_defrag_move", &lib), *t = preloaded("malloc_trim", &lib);
-	if (!c || !f || !u || !h || !m || !t)
+	void *ua = preloaded("pa_malloc_usable_size_as", &lib);
+	if (!c || !f || !u || !h || !m || !t || !ua)
 		return 0;
 	calloc_fn = (void *(*)(size_t, size_t))c;
 	free_fn = (void (*)(void *))f;
 	usable_fn = (size_t(*)(void *))u;
+	usable_as_fn = (size_t(*)(void *, const char *))ua;
 	hint_fn = (int (*)(const void *))h;
 	move_fn = (void *(*)(void *))m;
 	trim_fn = (int (*)(size_t))t;

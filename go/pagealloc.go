@@ -142,8 +142,10 @@ func Calloc(n int, tag string) []byte {
 // Free gives back a slice whose first byte is the first byte of a slice
 // Calloc returned (reslicing its end is fine; cap 0 does nothing). A slice
 // that did not come from Calloc, or one freed already, stops the program
-// with one line naming the pointer (with cgo: the library's own check,
-// then SIGABRT and the Go stacks; without: exit status 2).
+// with one line naming the pointer and the fault, such as
+// "pagealloc: Free(0xc000012000): not a live block of this heap (foreign
+// pointer, or freed already)" (with cgo: the library's own check, then
+// SIGABRT and the Go stacks; without: exit status 2).
 func Free(b []byte) {
 	if cap(b) == 0 {
 		return
