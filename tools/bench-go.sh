@@ -6,7 +6,8 @@
 #     this package's Calloc; make with debug.FreeOSMemory and Calloc with
 #     pagealloc.Scavenge after each free phase, and Calloc with Move of
 #     what ShouldMove names then Scavenge; RUNS runs of each, alternating.
-#     pagealloc-slices (not run unless named) holds the live set as a
+#     A variant named with -slices after it (pagealloc-slices,
+#     make-free-slices, ...; not run unless named) holds the live set as a
 #     [][]byte grown by append instead of the cycle's compact table.
 #     VARIANTS="make pagealloc ..." picks some; CYCLE_ARGS="-live .. -keep .."
 #     passes flags on.
@@ -30,18 +31,21 @@ variants=(${VARIANTS:-make make-free libc jemalloc tcmalloc mimalloc pagealloc p
 : >"$out/cycle.log"
 for r in $(seq "$runs"); do
 	for v in "${variants[@]}"; do
+		table=
 		case $v in
+		*-slices) table=-table=slices ;;
+		esac
+		case ${v%-slices} in
 		jemalloc) pre=$lib/libjemalloc.so.2 a=libc ;;
 		tcmalloc) pre=$lib/libtcmalloc_minimal.so.4 a=libc ;;
 		mimalloc) pre=$lib/libmimalloc.so.2 a=libc ;;
 		make-free) pre= a="make -scavenge" ;;
 		pagealloc-scavenge) pre= a="pagealloc -scavenge" ;;
 		pagealloc-defrag) pre= a="pagealloc -defrag -scavenge" ;;
-		pagealloc-slices) pre= a="pagealloc -table=slices" ;;
 		*) pre= a=$v ;;
 		esac
 		echo "== run $r $v" >>"$out/cycle.log"
-		LD_PRELOAD=$pre "$out/cycle" -alloc=$a -rounds 2 -pause 5s -seed "$r" ${CYCLE_ARGS:-} |
+		LD_PRELOAD=$pre "$out/cycle" -alloc=$a $table -rounds 2 -pause 5s -seed "$r" ${CYCLE_ARGS:-} |
 			sed "s/^summary\talloc=[a-z]*/summary\tvariant=$v/" >>"$out/cycle.log"
 	done
 done
