@@ -78,12 +78,16 @@ static void *preloaded(const char *name, const Dl_info *lib)
 	return f;
 }
 
-/* 1: libpagealloc is preloaded, and Calloc's blocks now come from it. */
+/* 1: libpagealloc is preloaded, and Calloc's blocks now come from it. The
+ * preloaded library is the one after this program with pa_prof_dump that is
+ * not the library pa_calloc comes from (this program, vendored; or an
+ * installed libpagealloc.so, whose pa_prof_dump the preload's would hide). */
 int gopa_init(void)
 {
-	Dl_info lib;
+	Dl_info lib, own;
 	void *dump = dlsym(RTLD_NEXT, "pa_prof_dump");
-	if (dump == NULL || dump == (void *)pa_prof_dump || dladdr(dump, &lib) == 0)
+	if (dump == NULL || dladdr(dump, &lib) == 0 || dladdr((void *)pa_calloc, &own) == 0 ||
+	    lib.dli_fbase == own.dli_fbase)
 		return 0;
 	void *c = preloaded("calloc", &lib), *f = preloaded("free", &lib);
 	void *u = preloaded("malloc_usable_size", &lib), *h = preloaded("pa_defrag_hint", &lib);
