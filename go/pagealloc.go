@@ -173,7 +173,9 @@ func Free(b []byte) {
 // `pagealloc run --heap-profile` read for their reports. Go's own exit
 // (main returning, os.Exit) runs no C exit handler, so a Go program that
 // wants those reports ends with Exit, typically as main's last line. As
-// with os.Exit, deferred functions do not run. Without cgo it is os.Exit.
+// with os.Exit, deferred functions do not run; other goroutines go on
+// running while the handlers do, as other threads do in a C program that
+// calls exit. Without cgo it is os.Exit.
 func Exit(code int) {
 	sysExit(code)
 }
