@@ -291,6 +291,13 @@ PA_API size_t pa_malloc_usable_size(void *p); /* 0 for NULL */
 PA_API void pa_free_sized(void *p, size_t size);
 PA_API void pa_free_aligned_sized(void *p, size_t alignment, size_t size);
 
+/* pa_malloc_usable_size for a binding whose users call another name: a p
+ * that is not a live block is reported in the one line under func (a
+ * string that lives as long as the program: "Free" for the Go package's
+ * Free), "pagealloc: Free(0x...): FAULT", then abort. A func with "free" or
+ * "Free" in it calls a block freed already a double free. */
+PA_API size_t pa_malloc_usable_size_as(void *p, const char *func);
+
 /* glibc's malloc_trim: give the calling thread's object cache back, release
  * the free 4 KiB pages inside partly used spans (as glibc releases free pages
  * inside its chunks), then free heap memory (keeping `pad` bytes of free

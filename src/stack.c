@@ -647,6 +647,80 @@ void stack_counts(uint64_t *objects, uint64_t *tables)
 	*tables = __atomic_load_n(&tables_read, __ATOMIC_RELAXED);
 }
 
+/* ---- across cgo: the Go frames that called C ---------------------------------
+ *
+ * Go's code has no .eh_frame, so a walk from C code that Go called (cgo)
+ * ends at the return address inside runtime.asmcgocall, which switched from
+ * the goroutine's stack to the thread's (g0) before calling C. That frame
+ * is known exactly (Go 1.17 on, amd64; asm_amd64.s): the C function's CFA
+ * is asmcgocall's stack pointer at its `CALL AX`, with the goroutine (g) at
+ * CFA + 48 and the depth of the goroutine's stack pointer below its top
+ * (g.stack.hi) at CFA + 40; asmcgocall saved that stack pointer and the
+ * caller's frame pointer in g.sched. Go keeps frame pointers on amd64, so
+ * from there the Go frames are a chain: [bp] the caller's bp, [bp + 8] the
+ * return address. The walk goes on into them only when the return address
+ * is followed by asmcgocall's own instructions and g.sched.sp agrees with
+ * the depth, and reads only inside the goroutine's stack, each frame above
+ * the last: anything else ends it, as before. */
+
+/* What follows asmcgocall's `CALL AX` (ff d0): MOVQ 48(SP), DI (g);
+ * MOVQ 8(DI), SI (g.stack.hi); SUBQ 40(SP), SI (the depth). */
+static const uint8_t go_cgo_return[] = {0x48, 0x8b, 0x7c, 0x24, 0x30, 0x48, 0x8b,
+                                        0x77, 0x08, 0x48, 0x2b, 0x74, 0x24, 0x28};
+
+/* runtime.g's fields (runtime2.go: stack{lo, hi}, stackguard0, stackguard1,
+ * _panic, _defer, m, then sched, a gobuf{sp, pc, g, ctxt, ret, lr, bp}). */
+#define GO_G_STACK_LO 0u
+#define GO_G_STACK_HI 8u
+#define GO_G_SCHED 56u
+#define GO_G_SCHED_SP (GO_G_SCHED + 0u)
+#define GO_G_SCHED_BP (GO_G_SCHED + 48u)
+/* A goroutine's stack is at most 1 GiB (runtime.maxstacksize on 64 bits). */
+#define GO_STACK_MAX ((uintptr_t)1 << 30)
+
+static uintptr_t word_at(uintptr_t a)
+{
+	return *(const uintptr_t *)a;
+}
+
+/* ip: the return address where the walk ended, in obj; cfa: its frame's
+ * CFA. Appends the Go frames to pc[], fn[] (0: Go's functions have no FDE)
+ * from pc[n] on; returns the new depth. */
+static unsigned go_frames(uintptr_t ip, uintptr_t cfa, const struct object *obj, uintptr_t *pc,
+                          uintptr_t *fn, unsigned n, unsigned max)
+{
+	if (ip < obj->start + 2 || ip + sizeof go_cgo_return > obj->end)
+		return n;
+	const uint8_t *code = (const uint8_t *)ip;
+	if (code[-2] != 0xff || code[-1] != 0xd0)
+		return n;
+	for (size_t i = 0; i < sizeof go_cgo_return; i++)
+		if (code[i] != go_cgo_return[i])
+			return n;
+	uintptr_t g = word_at(cfa + 48), depth = word_at(cfa + 40);
+	if (g == 0 || (g & 7) != 0)
+		return n;
+	uintptr_t lo = word_at(g + GO_G_STACK_LO), hi = word_at(g + GO_G_STACK_HI);
+	if (lo >= hi || hi - lo > GO_STACK_MAX || depth == 0 || depth >= hi - lo)
+		return n;
+	uintptr_t sp = hi - depth, bp = word_at(g + GO_G_SCHED_BP);
+	if ((sp & 7) != 0 || word_at(g + GO_G_SCHED_SP) != sp)
+		return n;
+	/* asmcgocall's return address (in runtime.cgocall), then the chain. */
+	uintptr_t ra = word_at(sp);
+	while (ra != 0 && n < max) {
+		pc[n] = ra - 1;
+		fn[n] = 0;
+		n++;
+		if (bp <= sp || bp > hi - 16 || (bp & 7) != 0)
+			break;
+		ra = word_at(bp + 8);
+		sp = bp;
+		bp = word_at(bp);
+	}
+	return n;
+}
+
 /* ---- the walk --------------------------------------------------------------- */
 
 /* A CFA this far above the stack pointer is taken for a broken rule. */
@@ -670,8 +744,11 @@ __attribute__((noinline)) unsigned stack_capture(uintptr_t *pc, uintptr_t *fn, u
 	}
 	for (;;) {
 		struct rule r;
-		if (!rule_at(exact ? ip : ip - 1, &obj, &found, &looked, &r))
+		if (!rule_at(exact ? ip : ip - 1, &obj, &found, &looked, &r)) {
+			if (!exact && found && n < max)
+				n = go_frames(ip, sp, &obj, pc, fn, n, max);
 			break;
+		}
 		int none = 0;
 		if (!self && __atomic_compare_exchange_n(&self_state, &none, 1, 0, __ATOMIC_ACQUIRE,
 		                                         __ATOMIC_RELAXED)) {

@@ -32,6 +32,13 @@
  * a return address whose rule is not "saved at CFA - 8" or is undefined
  * (the outermost frame: _start, clone), and a CFA that does not move up
  * the stack.
+ *
+ * C code that Go called through cgo: where the walk reaches Go's
+ * runtime.asmcgocall (no unwind table: Go's code has none), it goes on into
+ * the Go frames that made the call, by Go's frame pointers, once
+ * asmcgocall's own instructions and the goroutine's saved state agree
+ * (stack.c): a sample of malloc from C code called by Go names the Go
+ * functions that called it.
  */
 #ifndef PA_STACK_H
 #define PA_STACK_H
