@@ -509,6 +509,8 @@ static int run(const struct cie *c, const uint8_t *p, const uint8_t *end, uintpt
 #define SRC_NOTES 512u
 #define FDE_BYTES 2048u
 #define CIE_BYTES 512u
+/* Table entries (8 bytes each) a search reads at once at its end. */
+#define TABLE_RUN 32u
 
 struct src {
 	int fd;           /* -1: read the mapping */
@@ -715,10 +717,11 @@ static int rule_from_table(uintptr_t ip, uintptr_t hdr, const struct src *s, str
 	if (rd.bad || count == 0)
 		return 0;
 	uintptr_t table = hdr + (uintptr_t)(rd.p - h);
-	/* The last entry whose start is at most ip. */
-	int32_t e[2];
+	/* The last entry whose start is at most ip: one read per halving down
+	 * to TABLE_RUN entries, then one read of those. */
+	int32_t e[2 * TABLE_RUN];
 	uint64_t lo = 0, hi = count;
-	while (hi - lo > 1) {
+	while (hi - lo > TABLE_RUN) {
 		uint64_t mid = lo + (hi - lo) / 2;
 		if (!src_read(s, table + 8 * mid, e, 4))
 			return -1;
@@ -727,11 +730,14 @@ static int rule_from_table(uintptr_t ip, uintptr_t hdr, const struct src *s, str
 		else
 			hi = mid;
 	}
-	if (!src_read(s, table + 8 * lo, e, 8))
+	if (!src_read(s, table + 8 * lo, e, 8 * (size_t)(hi - lo)))
 		return -1;
-	if (hdr + (uintptr_t)(intptr_t)e[0] > ip)
+	unsigned k = 0;
+	while (lo + k + 1 < hi && hdr + (uintptr_t)(intptr_t)e[2 * (k + 1)] <= ip)
+		k++;
+	if (hdr + (uintptr_t)(intptr_t)e[2 * k] > ip)
 		return 0;
-	uintptr_t fde_at = hdr + (uintptr_t)(intptr_t)e[1];
+	uintptr_t fde_at = hdr + (uintptr_t)(intptr_t)e[2 * k + 1];
 	uint8_t fde[FDE_BYTES];
 	long fde_len = src_record(s, fde_at, fde, sizeof(fde));
 	if (fde_len < 8)
