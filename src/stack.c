@@ -336,8 +336,9 @@ struct cie {
 /* Run instructions [p, end) from location loc until it passes ip; the
  * state starts as *st (initial: the CIE's, for DW_CFA_restore). 0 on an
  * instruction this file does not follow where it matters. */
-static int run(const struct cie *c, const uint8_t *p, const uint8_t *end, uintptr_t loc,
-               uintptr_t ip, struct state *st, const struct state *initial)
+static int __attribute__((cold))
+run(const struct cie *c, const uint8_t *p, const uint8_t *end, uintptr_t loc, uintptr_t ip,
+    struct state *st, const struct state *initial)
 {
 	struct state stack[STATE_STACK];
 	unsigned depth = 0;
@@ -502,7 +503,9 @@ static int run(const struct cie *c, const uint8_t *p, const uint8_t *end, uintpt
  * them) equal the bytes mapped: the file may have been replaced since it
  * was loaded. An object with no build-id, no file (the vDSO), or a file
  * that cannot be opened or read is read through its mapping. Reads happen
- * only when the cache misses (a return address seen for the first time).
+ * only when the cache misses (a return address seen for the first time),
+ * so the reader and the CFA program's interpreter are `cold` (compiled for
+ * size, and every page of .text is resident in every process).
  */
 #define SRC_SEGS 8u
 #define SRC_PHDRS 16u
@@ -549,7 +552,7 @@ static int src_read(const struct src *s, uintptr_t addr, void *buf, size_t n)
 }
 
 /* Is there an NT_GNU_BUILD_ID note among the notes [p, p + n)? */
-static int has_build_id(const uint8_t *p, size_t n)
+static int __attribute__((cold)) has_build_id(const uint8_t *p, size_t n)
 {
 	size_t at = 0;
 	while (n - at >= sizeof(Elf64_Nhdr)) {
@@ -569,7 +572,7 @@ static int has_build_id(const uint8_t *p, size_t n)
 /* Open the file of the object m names, if its notes are the mapped
  * object's: s->fd >= 0 then (src_close closes it); else s reads the
  * mapping. */
-static void src_open(struct src *s, const struct link_map *m)
+static void __attribute__((cold)) src_open(struct src *s, const struct link_map *m)
 {
 	s->fd = -1;
 	s->nseg = 0;
@@ -627,7 +630,8 @@ static void src_close(struct src *s)
 /* Copy the record (CIE or FDE) at addr, its length word included, into
  * buf[cap]: its length; 0 for a record this file does not read (a
  * terminator, 64-bit DWARF); -1 when it does not fit or cannot be read. */
-static long src_record(const struct src *s, uintptr_t addr, uint8_t *buf, size_t cap)
+static long __attribute__((cold))
+src_record(const struct src *s, uintptr_t addr, uint8_t *buf, size_t cap)
 {
 	uint32_t len;
 	if (!src_read(s, addr, &len, 4))
@@ -656,7 +660,8 @@ static size_t enc_size(uint8_t enc)
 
 /* Parse the CIE copied to p (at address p + delta); 0 if it is not one
  * this file reads. */
-static int read_cie(const uint8_t *p, size_t size, intptr_t delta, struct cie *c)
+static int __attribute__((cold))
+read_cie(const uint8_t *p, size_t size, intptr_t delta, struct cie *c)
 {
 	struct reader rd = {p, p + size, 0, delta};
 	get_u(&rd, 4); /* the length, checked by src_record */
@@ -700,7 +705,8 @@ static int read_cie(const uint8_t *p, size_t size, intptr_t delta, struct cie *c
 /* The rule at ip from the unwind table at address hdr (an
  * .eh_frame_hdr), its bytes read from s: 1; 0 where there is none this
  * file follows; -1 where s could not give the bytes. */
-static int rule_from_table(uintptr_t ip, uintptr_t hdr, const struct src *s, struct rule *r)
+static int __attribute__((cold))
+rule_from_table(uintptr_t ip, uintptr_t hdr, const struct src *s, struct rule *r)
 {
 	uint8_t h[4 + 16];
 	if (!src_read(s, hdr, h, 4))
