@@ -534,6 +534,17 @@ void stack_read_files(int on)
 	__atomic_store_n(&file_reads, on, __ATOMIC_RELAXED);
 }
 
+/* The segment of s whose file bytes hold [v, v + n) (v: an address less
+ * the load bias), or s->nseg where none does. */
+static unsigned seg_of(const struct src *s, uintptr_t v, size_t n)
+{
+	for (unsigned i = 0; i < s->nseg; i++)
+		if (v >= s->seg[i].vaddr && v - s->seg[i].vaddr <= s->seg[i].filesz &&
+		    n <= s->seg[i].filesz - (v - s->seg[i].vaddr))
+			return i;
+	return s->nseg;
+}
+
 /* n bytes at the object's address addr into buf: 1, or 0 where they are
  * not all in one segment of the file or cannot be read. */
 static int src_read(const struct src *s, uintptr_t addr, void *buf, size_t n)
@@ -542,13 +553,10 @@ static int src_read(const struct src *s, uintptr_t addr, void *buf, size_t n)
 		memcpy(buf, (const void *)addr, n);
 		return 1;
 	}
-	uintptr_t v = addr - s->l_addr;
-	for (unsigned i = 0; i < s->nseg; i++)
-		if (v >= s->seg[i].vaddr && v - s->seg[i].vaddr <= s->seg[i].filesz &&
-		    n <= s->seg[i].filesz - (v - s->seg[i].vaddr))
-			return os_pread(s->fd, buf, n, s->seg[i].off + (v - s->seg[i].vaddr)) ==
-			       (long)n;
-	return 0;
+	const unsigned i = seg_of(s, addr - s->l_addr, n);
+	return i < s->nseg &&
+	       os_pread(s->fd, buf, n, s->seg[i].off + (addr - s->l_addr - s->seg[i].vaddr)) ==
+	           (long)n;
 }
 
 /* Is there an NT_GNU_BUILD_ID note among the notes [p, p + n)? */
@@ -589,27 +597,31 @@ static void __attribute__((cold)) src_open(struct src *s, const struct link_map 
 	         eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum <= SRC_PHDRS &&
 	         os_pread(fd, ph, eh.e_phnum * sizeof(Elf64_Phdr), eh.e_phoff) ==
 	             (long)(eh.e_phnum * sizeof(Elf64_Phdr));
+	for (unsigned i = 0; ok && i < eh.e_phnum; i++) {
+		if (ph[i].p_type != PT_LOAD)
+			continue;
+		if (s->nseg == SRC_SEGS) {
+			ok = 0;
+			break;
+		}
+		s->seg[s->nseg].vaddr = ph[i].p_vaddr;
+		s->seg[s->nseg].filesz = ph[i].p_filesz;
+		s->seg[s->nseg].off = ph[i].p_offset;
+		s->nseg++;
+	}
+	/* Notes compared only where a loaded segment holds them (mapped). */
 	int id = 0;
 	for (unsigned i = 0; ok && i < eh.e_phnum; i++) {
-		if (ph[i].p_type == PT_LOAD) {
-			if (s->nseg == SRC_SEGS) {
-				ok = 0;
-				break;
-			}
-			s->seg[s->nseg].vaddr = ph[i].p_vaddr;
-			s->seg[s->nseg].filesz = ph[i].p_filesz;
-			s->seg[s->nseg].off = ph[i].p_offset;
-			s->nseg++;
-		} else if (ph[i].p_type == PT_NOTE) {
-			uint8_t notes[SRC_NOTES];
-			size_t n = ph[i].p_filesz;
-			if (n > sizeof(notes) ||
-			    os_pread(fd, notes, n, ph[i].p_offset) != (long)n ||
-			    memcmp(notes, (const void *)(m->l_addr + ph[i].p_vaddr), n) != 0)
-				ok = 0;
-			else
-				id |= has_build_id(notes, n);
-		}
+		if (ph[i].p_type != PT_NOTE)
+			continue;
+		uint8_t notes[SRC_NOTES];
+		size_t n = ph[i].p_filesz;
+		if (n > sizeof(notes) || seg_of(s, ph[i].p_vaddr, n) == s->nseg ||
+		    os_pread(fd, notes, n, ph[i].p_offset) != (long)n ||
+		    memcmp(notes, (const void *)(m->l_addr + ph[i].p_vaddr), n) != 0)
+			ok = 0;
+		else
+			id |= has_build_id(notes, n);
 	}
 	if (!ok || !id) {
 		os_close(fd);
