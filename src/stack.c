@@ -577,10 +577,11 @@ static int __attribute__((cold)) has_build_id(const uint8_t *p, size_t n)
 	return 0;
 }
 
-/* Open the file of the object m names, if its notes are the mapped
- * object's: s->fd >= 0 then (src_close closes it); else s reads the
- * mapping. */
-static void __attribute__((cold)) src_open(struct src *s, const struct link_map *m)
+/* Open the file of the object m names, mapped from start, if it is the
+ * mapped one (its ELF header is the bytes at start, its first segment maps
+ * them, and its notes are the mapped ones): s->fd >= 0 then (src_close
+ * closes it); else s reads the mapping. */
+static void __attribute__((cold)) src_open(struct src *s, const struct link_map *m, uintptr_t start)
 {
 	s->fd = -1;
 	s->nseg = 0;
@@ -593,6 +594,7 @@ static void __attribute__((cold)) src_open(struct src *s, const struct link_map 
 	Elf64_Ehdr eh;
 	Elf64_Phdr ph[SRC_PHDRS];
 	int ok = os_pread(fd, &eh, sizeof(eh), 0) == (long)sizeof(eh) &&
+	         memcmp(&eh, (const void *)start, sizeof(eh)) == 0 &&
 	         memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
 	         eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum <= SRC_PHDRS &&
 	         os_pread(fd, ph, eh.e_phnum * sizeof(Elf64_Phdr), eh.e_phoff) ==
@@ -609,7 +611,12 @@ static void __attribute__((cold)) src_open(struct src *s, const struct link_map 
 		s->seg[s->nseg].off = ph[i].p_offset;
 		s->nseg++;
 	}
-	/* Notes compared only where a loaded segment holds them (mapped). */
+	/* The header read at start is this file's only if its first segment
+	 * maps it there. Notes are compared only where a loaded segment holds
+	 * them (mapped). */
+	if (ok && (s->nseg == 0 || s->seg[0].off != 0 ||
+	           m->l_addr + (s->seg[0].vaddr & ~(uintptr_t)4095) != start))
+		ok = 0;
 	int id = 0;
 	for (unsigned i = 0; ok && i < eh.e_phnum; i++) {
 		if (ph[i].p_type != PT_NOTE)
@@ -841,7 +848,7 @@ static int rule_at(uintptr_t ip, struct object *obj, int *found, unsigned *looke
 	}
 	__atomic_add_fetch(&tables_read, 1, __ATOMIC_RELAXED);
 	struct src s;
-	src_open(&s, obj->map);
+	src_open(&s, obj->map, obj->start);
 	int ok = rule_from_table(ip, table, &s, r);
 	if (s.fd >= 0) {
 		src_close(&s);
