@@ -22,6 +22,7 @@
 #include "central.h"
 #include "pagealloc.h"
 #include "sizeclass_table.h"
+#include "stash.h"
 
 #define OBJ 64
 
@@ -114,6 +115,39 @@ static void a_consumer_s_stashed_batches_go_whole_to_its_producer(void **state)
 	TU_EQ(class_spans(cls), spans);
 }
 
+/* The hint (central.h: `top`) is stored without a read-modify-write, so a
+ * race can leave it at the stash's cap with every slot below it empty, or
+ * at 0 with the batches above it. Gives then still find the empty slots
+ * (from the hint up, then from 0), and refills the batches (from the hint
+ * down, then from the cap): a hint at the cap once sent every give of a
+ * producer/consumer's class to its spans under the lock until the next
+ * decay. Here the consumer's 7 batches go to slots 0-6 under a hint at the
+ * cap, and the producer's refills take all 224 objects under a hint at 0. */
+static void a_stale_hint_still_finds_the_free_slots_and_the_batches(void **state)
+{
+	(void)state;
+	unsigned cls = pa_size_to_class(OBJ);
+	uint32_t cap = stash_cap_of((size_t)central_batch(cls) * OBJ, CENTRAL_STASH_MAX);
+	TU_EQ(cap, 512);
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+	size_t spans = class_spans(cls);
+	run_in_thread(turn_allocate, NULL);
+	__atomic_store_n(&central_stash[cls].top, cap, __ATOMIC_RELAXED);
+	run_in_thread(turn_free, NULL);
+	TU_EQ(central_stash_batches(cls), TURN_STASHED);
+	for (unsigned k = 0; k < TURN_STASHED; k++)
+		TU_EQ(central_stash[cls].slot[k] != NULL, 1);
+	TU_EQ(__atomic_load_n(&central_stash[cls].top, __ATOMIC_RELAXED), TURN_STASHED);
+	__atomic_store_n(&central_stash[cls].top, 0, __ATOMIC_RELAXED);
+	size_t stashed_after = SIZE_MAX;
+	run_in_thread(turn_take, &stashed_after);
+	TU_EQ(stashed_after, 0);
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+	TU_EQ(class_spans(cls), spans);
+}
+
 /* ---- at once ---------------------------------------------------------------- */
 
 #if TU_UNDER_SANITIZER
@@ -193,6 +227,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    TU_TEST(a_consumer_s_stashed_batches_go_whole_to_its_producer),
+	    TU_TEST(a_stale_hint_still_finds_the_free_slots_and_the_batches),
 	    TU_TEST(a_producer_and_its_consumer_hand_off_every_object_once),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
