@@ -61,7 +61,11 @@ static inline unsigned central_batch(unsigned cls)
  * so a give that finds no empty slot above it looks below it too, and a
  * refill that finds no batch below it looks above it (a hint stuck at the
  * cap over an empty stash once sent xmalloc-test's every give to the spans
- * until the next decay). Nothing else is read or written by both threads.
+ * until the next decay). So a give to a full stash, or a refill of an
+ * empty one, reads every slot: up to 512 loads, less than the spans' path
+ * it takes then (a give that tried only the bottom slot below the hint
+ * stashed 41-47% of xmalloc-test's gives, against 71-82%). Nothing else is
+ * read or written by both threads.
  *
  * CENTRAL_STASH_MAX: 512 slots, so that the byte bound decides for the
  * small classes too (a 64-byte class's 1 MiB is 512 batches of 2 KiB): a
