@@ -440,47 +440,67 @@ static struct pa_span *take_span(struct pa_central *c, unsigned cls, struct pa_s
 	return s;
 }
 
+/* Set or clear one of st's marks (full, empty): a store only when it
+ * changes, so that the hand-offs do not write the line for nothing. */
+static inline void stash_mark(uint32_t *mark, uint32_t v)
+{
+	if (__atomic_load_n(mark, __ATOMIC_RELAXED) != v)
+		__atomic_store_n(mark, v, __ATOMIC_RELAXED);
+}
+
 /* The newest batch of cls's stash, or NULL: no lock (central.h). From the
- * hint down, then from the cap down to the hint: a batch that a race left
- * above the hint is found too. An empty stash sets the hint to 0, where
- * the next gives start. */
+ * hint down, then (unless the stash was found empty since the last give)
+ * from the cap down to the hint: a batch that a race left above the hint
+ * is found too. An empty stash sets the hint to 0, where the next gives
+ * start. */
 static void *stash_take(unsigned cls)
 {
 	struct pa_batch_stash *st = &central_stash[cls];
 	uint32_t cap = stash_cap(cls), top = __atomic_load_n(&st->top, __ATOMIC_RELAXED);
 	top = top < cap ? top : cap;
-	for (uint32_t k = top, end = 0, pass = 0; pass < 2; k = cap, end = top, pass++)
+	for (uint32_t k = top, end = 0, pass = 0; pass < 2; k = cap, end = top, pass++) {
+		if (pass == 1 && __atomic_load_n(&st->empty, __ATOMIC_RELAXED))
+			break;
 		while (k-- > end) {
 			if (__atomic_load_n(&st->slot[k], __ATOMIC_RELAXED) == NULL)
 				continue;
 			void *b = __atomic_exchange_n(&st->slot[k], NULL, __ATOMIC_ACQUIRE);
 			if (b != NULL) {
 				__atomic_store_n(&st->top, k, __ATOMIC_RELAXED);
+				stash_mark(&st->full, 0);
 				return b;
 			}
 		}
+	}
 	__atomic_store_n(&st->top, 0, __ATOMIC_RELAXED);
+	stash_mark(&st->empty, 1);
 	return NULL;
 }
 
 /* Put batch b in an empty slot of cls's stash below its cap: 1, or 0 when
- * it is full (central.h). From the hint up, then from 0 up to the hint: a
- * slot that a race left empty below the hint is used too. */
+ * it is full (central.h). From the hint up, then (unless the stash was
+ * found full since the last refill) from 0 up to the hint: a slot that a
+ * race left empty below the hint is used too. */
 static int stash_give(unsigned cls, void *b)
 {
 	struct pa_batch_stash *st = &central_stash[cls];
 	uint32_t cap = stash_cap(cls), top = __atomic_load_n(&st->top, __ATOMIC_RELAXED);
 	top = top < cap ? top : cap;
-	for (uint32_t k = top, end = cap, pass = 0; pass < 2; k = 0, end = top, pass++)
+	for (uint32_t k = top, end = cap, pass = 0; pass < 2; k = 0, end = top, pass++) {
+		if (pass == 1 && __atomic_load_n(&st->full, __ATOMIC_RELAXED))
+			break;
 		for (; k < end; k++) {
 			void *empty = NULL;
 			if (__atomic_load_n(&st->slot[k], __ATOMIC_RELAXED) == NULL &&
 			    __atomic_compare_exchange_n(&st->slot[k], &empty, b, 0,
 			                                __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
 				__atomic_store_n(&st->top, k + 1, __ATOMIC_RELAXED);
+				stash_mark(&st->empty, 0);
 				return 1;
 			}
 		}
+	}
+	stash_mark(&st->full, 1);
 	return 0;
 }
 
@@ -690,6 +710,7 @@ size_t central_stash_drain(int all, struct pa_span_spares *sp)
 		/* The hint past the newest batch left, so the gives fill the
 		 * slots just emptied. */
 		__atomic_store_n(&st->top, top, __ATOMIC_RELAXED);
+		stash_mark(&st->full, 0);
 		__atomic_store_n(&stash_seen_n[cls], seen_n, __ATOMIC_RELAXED);
 		lock_release(&c->lock);
 	}

@@ -61,11 +61,13 @@ static inline unsigned central_batch(unsigned cls)
  * so a give that finds no empty slot above it looks below it too, and a
  * refill that finds no batch below it looks above it (a hint stuck at the
  * cap over an empty stash once sent xmalloc-test's every give to the spans
- * until the next decay). So a give to a full stash, or a refill of an
- * empty one, reads every slot: up to 512 loads, less than the spans' path
- * it takes then (a give that tried only the bottom slot below the hint
- * stashed 41-47% of xmalloc-test's gives, against 71-82%). Nothing else is
- * read or written by both threads.
+ * until the next decay). A give that finds the stash full reads every
+ * slot, and marks it full: the next gives look only from the hint up,
+ * until a refill or the decay takes a batch; a refill that finds it empty
+ * marks it so likewise, until a give (a give that tried only the bottom
+ * slot below the hint stashed 41-47% of xmalloc-test's gives, against
+ * 71-82% with the whole look). Nothing else is read or written by both
+ * threads.
  *
  * CENTRAL_STASH_MAX: 512 slots, so that the byte bound decides for the
  * small classes too (a 64-byte class's 1 MiB is 512 batches of 2 KiB): a
@@ -161,6 +163,11 @@ struct pa_central {
  * class's lock and span lists share no line with it. */
 struct pa_batch_stash {
 	uint32_t top; /* the hint (above): relaxed atomic loads and stores */
+	/* Marks, the same: a give found every slot taken since the last
+	 * refill or decay (full), a refill found none taken since the last
+	 * give (empty); either skips the look past the hint that would read
+	 * every slot again. */
+	uint32_t full, empty;
 	/* A batch's first object, or NULL; CAS NULL -> batch (release),
 	 * exchange -> NULL (acquire). */
 	void *slot[CENTRAL_STASH_MAX] __attribute__((aligned(64)));
