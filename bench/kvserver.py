@@ -33,6 +33,21 @@ servers or allocators alternating inside one run (Python 3 standard library).
     used_memory after the DELs (delete_ratio), after the turnover
     (turnover_ratio) and after the pause (settled_ratio).
 
+  bench/kvserver.py gets SERVER NAME=PRELOAD [NAME=PRELOAD ...] [--rounds 3]
+        [--keys 16000000] [--value 100] [--settle-s 10] [--gets 4000000]
+        [--clients 32] [--pipeline 16]
+
+    Throughput with a large dataset: one SERVER binary on each allocator
+    (PRELOAD as for turnover). A Lua script SETs KEYS keys "key:%012d" with
+    VALUE-byte values, in chunks inside the server (nothing crosses the
+    socket but the script); the script pauses SETTLE_S seconds (time for a
+    scavenger to back the heap with huge pages); then redis-benchmark GETs
+    GETS keys picked at random among all of them (-r KEYS: every GET hits).
+    Figures: RSS and the kernel's AnonHugePages for the server before the
+    GETs, redis-benchmark's requests per second, and the server's CPU
+    microseconds per GET (user + system, from /proc: the figure the other
+    programs on a shared machine move least).
+
 Rounds alternate: in round r the servers (or allocators) run in an order
 rotated by r. Each run's samples go to DIR (default bench-results/kvserver/)
 as NAME-ROUND.txt; the medians per NAME are printed as a table and written
@@ -349,6 +364,66 @@ TURNOVER_COLUMNS = [("delete_rss", "MiB"), ("delete_used", "MiB"), ("delete_rati
                     ("settled_rss", "MiB"), ("settled_ratio", "x")]
 
 
+# ---- gets ----------------------------------------------------------------------------------
+
+FILL_CHUNK = 200000  # keys per script: each one stays well inside lua-time-limit
+FILL_SCRIPT = b"""local v = string.rep('x', tonumber(ARGV[3]))
+for i = tonumber(ARGV[1]), tonumber(ARGV[2]) - 1 do
+  redis.call('SET', string.format('key:%012d', i), v)
+end
+return 1"""
+
+
+def anon_huge(pid):
+    with open("/proc/%d/smaps_rollup" % pid) as f:
+        for line in f:
+            if line.startswith("AnonHugePages:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def gets_run(name, binary, preload, rnd, a, out):
+    env = dict(os.environ)
+    if preload:
+        env["LD_PRELOAD"] = preload
+    log = open(os.path.join(out, "%s-%d.log" % (name, rnd)), "w")
+    s = Server(binary, free_port(), log, env=env)
+    r = {}
+    try:
+        t0 = time.time()
+        for lo in range(0, a.keys, FILL_CHUNK):
+            hi = min(lo + FILL_CHUNK, a.keys)
+            if s.client.call("EVAL", FILL_SCRIPT, 0, lo, hi, a.value) != b"1":
+                raise RuntimeError("%s: the fill script failed" % name)
+        r["fill_s"] = time.time() - t0
+        if s.client.call("DBSIZE") != str(a.keys).encode():
+            raise RuntimeError("%s: DBSIZE is not %d" % (name, a.keys))
+        time.sleep(a.settle_s)
+        r["rss"], r["used"], r["huge"] = s.rss(), s.used(), anon_huge(s.proc.pid)
+        r["huge_pct"] = 100.0 * r["huge"] / r["rss"]
+        cpu0 = s.cpu_s()
+        bench = subprocess.run(
+            ["redis-benchmark", "-p", str(s.port), "-t", "get", "-r", str(a.keys),
+             "-n", str(a.gets), "-c", str(a.clients), "-P", str(a.pipeline), "-q", "--csv"],
+            check=True, capture_output=True, text=True).stdout
+        r["cpu_us_per_get"] = (s.cpu_s() - cpu0) * 1e6 / a.gets
+        rows = [l for l in bench.splitlines() if l.startswith('"GET"')]
+        if not rows:
+            raise RuntimeError("%s: redis-benchmark printed no GET line: %r" % (name, bench))
+        r["gets_per_s"] = float(rows[0].split(",")[1].strip('"'))
+        v = s.client.call("GET", "key:%012d" % (a.keys - 1))
+        if v != b"x" * a.value:
+            raise RuntimeError("%s: the last key reads back wrong" % name)
+    finally:
+        s.stop()
+        log.close()
+    return r
+
+
+GETS_COLUMNS = [("fill_s", "s"), ("rss", "MiB"), ("used", "MiB"), ("huge", "MiB"),
+                ("huge_pct", "%"), ("gets_per_s", ""), ("cpu_us_per_get", "us")]
+
+
 # ---- the run -------------------------------------------------------------------------------
 
 def named(pairs):
@@ -388,9 +463,17 @@ def main():
     t.add_argument("--turns", type=int, default=300000)
     t.add_argument("--pause-s", type=float, default=2)
     t.add_argument("--seed", type=int, default=7)
-    for p in (d, t):
+    g = sub.add_parser("gets")
+    g.add_argument("server")
+    g.add_argument("preloads", nargs="+", metavar="NAME=PRELOAD")
+    g.add_argument("--value", type=int, default=100)
+    g.add_argument("--settle-s", type=float, default=10)
+    g.add_argument("--gets", type=int, default=4000000)
+    g.add_argument("--clients", type=int, default=32)
+    g.add_argument("--pipeline", type=int, default=16)
+    for p in (d, t, g):
         p.add_argument("--rounds", type=int, default=3)
-        p.add_argument("--keys", type=int, default=1000000)
+        p.add_argument("--keys", type=int, default=16000000 if p is g else 1000000)
         p.add_argument("--out", default="bench-results/kvserver")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -402,14 +485,15 @@ def main():
         runs = []
         for n, p in named(a.preloads):
             runs.append((n, None if p == "-" else glibc_shim(a.out) if p == "glibc" else p))
-        columns = TURNOVER_COLUMNS
+        columns = TURNOVER_COLUMNS if a.mode == "turnover" else GETS_COLUMNS
     names = [n for n, _ in runs]
     results = {n: [] for n in names}
     for rnd in range(a.rounds):
         for k in range(len(runs)):
             n, x = runs[(k + rnd) % len(runs)]
             r = (defrag_run(n, x, rnd, a, a.out) if a.mode == "defrag" else
-                 turnover_run(n, a.server, x, rnd, a, a.out))
+                 turnover_run(n, a.server, x, rnd, a, a.out) if a.mode == "turnover" else
+                 gets_run(n, a.server, x, rnd, a, a.out))
             results[n].append(r)
             print("round %d %s: %s" % (rnd + 1, n, " ".join(
                 "%s=%.2f" % (c, r[c] / MIB if u == "MiB" else r[c]) for c, u in columns)),

@@ -11,8 +11,12 @@ package pagealloc
 // gopa.c
 void *gopa_calloc(size_t n, uint64_t meta);
 uint64_t gopa_free(void *p);
-
-static int gopa_prof_dump(const char *path) { return pa_prof_dump(path); }
+int gopa_defrag_hint(void *p);
+void *gopa_defrag_move(void *p);
+int gopa_trim(void);
+int gopa_prof_dump(const char *path);
+int gopa_init(void);
+void gopa_exit(int code);
 */
 import "C"
 
@@ -22,6 +26,12 @@ import (
 
 // trailerBytes is what each Calloc block holds beyond the caller's bytes.
 const trailerBytes = 8
+
+// preloaded: libpagealloc is preloaded too (pagealloc run), and Calloc's
+// blocks come from it (gopa.c).
+var preloaded = C.gopa_init() != 0
+
+func sysExit(code int) { C.gopa_exit(C.int(code)) }
 
 func sysCalloc(n int, meta uint64) unsafe.Pointer {
 	return C.gopa_calloc(C.size_t(n), C.uint64_t(meta))
@@ -85,9 +95,9 @@ func readCStats(c *CStats) {
 	}
 }
 
-func sysDefragHint(p unsafe.Pointer) bool { return C.pa_defrag_hint(p) != 0 }
+func sysDefragHint(p unsafe.Pointer) bool { return C.gopa_defrag_hint(p) != 0 }
 
-func sysDefragMove(p unsafe.Pointer) unsafe.Pointer { return C.pa_defrag_move(p) }
+func sysDefragMove(p unsafe.Pointer) unsafe.Pointer { return C.gopa_defrag_move(p) }
 
 // cThreadCacheFlush hands the calling thread's cached objects back
 // (ReadStats's figures are then exact for what this thread did).
@@ -100,6 +110,9 @@ func cScavenge() uint64 {
 	var before, after C.struct_pa_malloc_stats
 	C.pa_malloc_stats(&before)
 	C.pa_malloc_trim(0)
+	if preloaded {
+		C.gopa_trim() // Calloc's blocks' heap: the preloaded library's
+	}
 	C.pa_malloc_stats(&after)
 	return uint64(before.heap_usage) - uint64(after.heap_usage)
 }

@@ -53,6 +53,23 @@
 // on average, 512 KiB unless PAGEALLOC_CONF or SetProfileRate says
 // otherwise), labelled with their tag: `go tool pprof -top FILE`.
 //
+// # The leak report at exit
+//
+// Run on the preload library, `pagealloc run --heap-profile DIR -- ./prog`
+// reports at exit the sampled C blocks still live, site by site; samples of
+// C code that Go called through cgo carry the Go frames that called it, and
+// the report names them with file and line:
+//
+//	4.0 MiB in 64 objects from copyRecord (main.go:20) <- main.leakRecords (main.go:47) <- main.main (main.go:58)
+//
+// The library writes that report from its exit handlers, which Go's own
+// exit (main returning, os.Exit) never runs: end main with Exit(code),
+// which is C's exit. Under the preload library Calloc's blocks come from
+// it too, so they are in the same report (and the copy linked in here
+// writes no file of its own). The binary must be linked dynamically
+// (LD_PRELOAD does not reach a -static one). go/internal/cgoleak is the
+// example; docs/heap-profiles.md in the repository has the details.
+//
 // # Defragmentation
 //
 // After a free phase, ShouldMove names the live Calloc blocks whose moving

@@ -3,6 +3,7 @@
 package pagealloc
 
 import (
+	"os"
 	"sync"
 	"unsafe"
 )
@@ -79,3 +80,8 @@ func cScavenge() uint64 { return 0 }
 func cProfDump(path string) bool { return false }
 
 func callocFrames() []addrRange { return nil }
+
+// preloaded: no C heap to share with a preloaded libpagealloc.
+const preloaded = false
+
+func sysExit(code int) { os.Exit(code) }

@@ -142,8 +142,10 @@ func Calloc(n int, tag string) []byte {
 // Free gives back a slice whose first byte is the first byte of a slice
 // Calloc returned (reslicing its end is fine; cap 0 does nothing). A slice
 // that did not come from Calloc, or one freed already, stops the program
-// with one line naming the pointer (with cgo: the library's own check,
-// then SIGABRT and the Go stacks; without: exit status 2).
+// with one line naming the pointer and the fault, such as
+// "pagealloc: Free(0xc000012000): not a live block of this heap (foreign
+// pointer, or freed already)" (with cgo: the library's own check, then
+// SIGABRT and the Go stacks; without: exit status 2).
 func Free(b []byte) {
 	if cap(b) == 0 {
 		return
@@ -162,6 +164,20 @@ func Free(b []byte) {
 	if meta&metaSampled != 0 {
 		profForget(uintptr(p))
 	}
+}
+
+// Exit ends the program with status code as C's exit does: the C
+// libraries' exit handlers run, libpagealloc's among them, which write its
+// report at exit — the heap's story (stats_print), the final heap profile
+// (prof_prefix) and the heap map (map_prefix) that `pagealloc run` and
+// `pagealloc run --heap-profile` read for their reports. Go's own exit
+// (main returning, os.Exit) runs no C exit handler, so a Go program that
+// wants those reports ends with Exit, typically as main's last line. As
+// with os.Exit, deferred functions do not run; other goroutines go on
+// running while the handlers do, as other threads do in a C program that
+// calls exit. Without cgo it is os.Exit.
+func Exit(code int) {
+	sysExit(code)
 }
 
 // NumAllocBytes is the bytes of Calloc's blocks not yet freed (as asked

@@ -19,12 +19,14 @@ import (
 // Heap profiles of Calloc's memory with the Go stacks that asked for it.
 //
 // The library samples its own allocations with stacks from the C unwind
-// tables, which end where cgo enters C: a C profile of Calloc's blocks
-// would name the cgo stub and nothing of the Go program. So Calloc samples
-// on the Go side, with the library's scheme (an exponential count-down of
-// mean prof_sample bytes, each sample weighted by 1/(1-e^(-n/mean))) and
-// the same mean, and keeps each sampled block's Go stack (runtime.Callers)
-// until Free. WriteHeapProfile takes the library's own profile, leaves out
+// tables, and goes on past cgo's entry into the Go frames (its stack walk
+// reads Go's frame pointers from runtime.asmcgocall up): C code that Go
+// called is named with its Go callers, in this profile and in the report
+// at exit. Calloc's blocks are sampled on the Go side instead, with their
+// tag (a label the C side does not know), with the library's scheme (an
+// exponential count-down of mean prof_sample bytes, each sample weighted
+// by 1/(1-e^(-n/mean))) and the same mean, and each sampled block's Go
+// stack (runtime.Callers) is kept until Free. WriteHeapProfile takes the library's own profile, leaves out
 // its samples of Calloc's blocks (their stacks pass through gopa_calloc:
 // the Go side stands for them), and adds the Go samples, with function
 // names, files and lines, and a "tag" label, so one profile shows C code's

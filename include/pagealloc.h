@@ -93,7 +93,8 @@ struct pa_stats {
 	int thp_state;              /* 0 thread not started, 1 thp=off, 2 the machine's THP
 	                             * is "never", 3 collapsing, 4 MADV_HUGEPAGE hints (no
 	                             * MADV_COLLAPSE), 5 none (no MADV_COLLAPSE and THP
-	                             * defrag would stall faults) */
+	                             * defrag would stall faults), 6 none (the process
+	                             * turned THP off: prctl PR_SET_THP_DISABLE) */
 	size_t huge_bytes;          /* heap backed by huge pages the scavenger collapsed,
 	                             * and not split since */
 	uint64_t huge_collapses;    /* huge pages collapsed over the process's life */
@@ -289,6 +290,13 @@ PA_API void *pa_pvalloc(size_t size);         /* ditto, size rounded up to OS pa
 PA_API size_t pa_malloc_usable_size(void *p); /* 0 for NULL */
 PA_API void pa_free_sized(void *p, size_t size);
 PA_API void pa_free_aligned_sized(void *p, size_t alignment, size_t size);
+
+/* pa_malloc_usable_size for a binding whose users call another name: a p
+ * that is not a live block is reported in the one line under func (a
+ * string that lives as long as the program: "Free" for the Go package's
+ * Free), "pagealloc: Free(0x...): FAULT", then abort. A func with "free" or
+ * "Free" in it calls a block freed already a double free. */
+PA_API size_t pa_malloc_usable_size_as(void *p, const char *func);
 
 /* glibc's malloc_trim: give the calling thread's object cache back, release
  * the free 4 KiB pages inside partly used spans (as glibc releases free pages

@@ -87,22 +87,36 @@ static int carved(const struct pa_central *c, const struct pa_span *s);
  * Draining spans. A class is fragmented when at least DRAIN_MIN_PARTIAL of
  * its spans are partial and more than half of its spans' slots are free
  * slots in partial spans: most of its memory is pinned by few objects (a
- * key-value store after deleting most keys). There a sparse span (in the
- * DRAIN_LISTS lowest lists: at most a quarter in use) that no cache
- * carves drains: its
- * fbump is 0, so pa_free's fast path sends each of its objects to the slow
- * path, which gives it straight back to the span (central_give_draining)
- * instead of a thread cache, where the next malloc of the class would
- * have put a new object back into the sparse span at once. Refills take
- * the fullest spans, so new objects go to dense spans while the sparse
- * ones empty and go back to the page heap, with no cooperation from the
- * program. The mark is decided whenever a span changes list or hands out
- * objects or takes them back (relist), from the class's counts then: a
- * mark left stale by the class's later changes costs that span's next free
- * a look under the lock, which decides again.
+ * key-value store after deleting most keys). A class that stays
+ * fragmented throughout a decay period (central_stash_drain, every 250 ms:
+ * `frag_since` below) is marked (`frag`), and there a sparse span (in the
+ * DRAIN_LISTS lowest lists: at most a quarter in use) that no cache carves
+ * drains: its fbump is 0, so pa_free's fast path sends each of its objects
+ * to the slow path, which gives it straight back to the span
+ * (central_give_draining) instead of a thread cache, where the next malloc
+ * of the class would have put a new object back into the sparse span at
+ * once. Refills take the fullest spans, so new objects go to dense spans
+ * while the sparse ones empty and go back to the page heap, with no
+ * cooperation from the program. A span's mark is decided whenever it
+ * changes list or hands out objects or takes them back (relist), from the
+ * class's mark then: a mark left stale by the class's later changes costs
+ * that span's next free a look under the lock, which decides again.
+ *
+ * Why a whole period: a producer and its consumer pass through the same
+ * state for a moment at a time (the consumer's frees back in their spans,
+ * the producer's refills not yet taking them): xmalloc-test's 64-byte
+ * class turned fragmented and back ~650 times a second when the mark
+ * followed each relist, and while marked, its stash was bypassed and each
+ * free of a sparse span's object took the lock. The mark goes as soon as
+ * a relist finds the class not fragmented.
  */
 #define DRAIN_MIN_PARTIAL 8u
 #define DRAIN_LISTS 2u
+
+/* frag_since (central.h): the class was not fragmented at its last relist;
+ * fragmented at every relist since one after the last decay; since before
+ * it (the next decay marks it). */
+enum { FRAG_NO, FRAG_NEW, FRAG_HELD };
 
 static inline int fragmented(const struct pa_central *c, size_t objects)
 {
@@ -110,18 +124,13 @@ static inline int fragmented(const struct pa_central *c, size_t objects)
 	       2 * (c->npartial * objects - c->partial_inuse) > c->spans * objects;
 }
 
-/* Does s drain, in class c whose fragmented() is frag? */
+/* Does s drain, in class c whose mark is frag? */
 static inline int drains(const struct pa_central *c, const struct pa_span *s, int frag)
 {
 	return frag && s->prevnext != NULL &&
 	       inuse_of(s) * CENTRAL_BUCKETS <
 	           DRAIN_LISTS * (unsigned)pa_sizeclasses[s->cls].objects &&
 	       !carved(c, s);
-}
-
-static int draining(const struct pa_central *c, const struct pa_span *s)
-{
-	return drains(c, s, fragmented(c, pa_sizeclasses[s->cls].objects));
 }
 
 /* s's fbump (span.h): 0 while a page is released or the span drains, else
@@ -132,6 +141,9 @@ static inline void fbump_mark(const struct pa_central *c, struct pa_span *s, int
 	                 __ATOMIC_RELAXED);
 }
 
+/* The class's mark set (every span of the DRAIN_LISTS lowest lists marked:
+ * one that nothing touches meanwhile would not be, and its objects would
+ * go on through the thread caches) or cleared; lock held. */
 static void __attribute__((noinline)) frag_changed(struct pa_central *c, int frag)
 {
 	__atomic_store_n(&c->frag, (uint32_t)frag, __ATOMIC_RELAXED);
@@ -140,16 +152,39 @@ static void __attribute__((noinline)) frag_changed(struct pa_central *c, int fra
 			fbump_mark(c, t, frag);
 }
 
-/* fbump_mark, and the class's `frag` mark; lock held. When the class has
- * just become fragmented, every span of the DRAIN_LISTS lowest lists is
- * marked: one that nothing touches meanwhile would not be, and its objects
- * would go on through the thread caches. */
+/* The class's mark after a change to its counts: frag_since follows
+ * fragmented(), and the mark goes when the class is not; lock held. */
+static inline int frag_update(struct pa_central *c, size_t objects)
+{
+	if (fragmented(c, objects)) {
+		if (c->frag_since == FRAG_NO)
+			__atomic_store_n(&c->frag_since, FRAG_NEW, __ATOMIC_RELAXED);
+	} else if (c->frag_since != FRAG_NO) {
+		__atomic_store_n(&c->frag_since, FRAG_NO, __ATOMIC_RELAXED);
+		if (c->frag)
+			frag_changed(c, 0);
+	}
+	return (int)c->frag;
+}
+
+/* A decay's look at class c (central_stash_drain); lock held. */
+static void frag_decay(struct pa_central *c)
+{
+	if (c->frag_since == FRAG_NEW)
+		__atomic_store_n(&c->frag_since, FRAG_HELD, __ATOMIC_RELAXED);
+	else if (c->frag_since == FRAG_HELD && !c->frag)
+		frag_changed(c, 1);
+}
+
+static int draining(struct pa_central *c, const struct pa_span *s)
+{
+	return drains(c, s, frag_update(c, pa_sizeclasses[s->cls].objects));
+}
+
+/* fbump_mark, with the class's mark brought up to date; lock held. */
 static inline void fbump_set(struct pa_central *c, struct pa_span *s)
 {
-	int frag = fragmented(c, pa_sizeclasses[s->cls].objects);
-	fbump_mark(c, s, frag);
-	if ((uint32_t)frag != c->frag)
-		frag_changed(c, frag);
+	fbump_mark(c, s, frag_update(c, pa_sizeclasses[s->cls].objects));
 }
 
 static void relist(struct pa_central *c, struct pa_span *s, unsigned was)
@@ -405,38 +440,67 @@ static struct pa_span *take_span(struct pa_central *c, unsigned cls, struct pa_s
 	return s;
 }
 
-/* The newest batch of cls's stash, or NULL: no lock (central.h). */
+/* Set or clear one of st's marks (full, empty): a store only when it
+ * changes, so that the hand-offs do not write the line for nothing. */
+static inline void stash_mark(uint32_t *mark, uint32_t v)
+{
+	if (__atomic_load_n(mark, __ATOMIC_RELAXED) != v)
+		__atomic_store_n(mark, v, __ATOMIC_RELAXED);
+}
+
+/* The newest batch of cls's stash, or NULL: no lock (central.h). From the
+ * hint down, then (unless the stash was found empty since the last give)
+ * from the cap down to the hint: a batch that a race left above the hint
+ * is found too. An empty stash sets the hint to 0, where the next gives
+ * start. */
 static void *stash_take(unsigned cls)
 {
 	struct pa_batch_stash *st = &central_stash[cls];
-	uint32_t k = __atomic_load_n(&st->top, __ATOMIC_RELAXED);
-	while (k-- > 0) {
-		if (__atomic_load_n(&st->slot[k], __ATOMIC_RELAXED) == NULL)
-			continue;
-		void *b = __atomic_exchange_n(&st->slot[k], NULL, __ATOMIC_ACQUIRE);
-		if (b != NULL) {
-			__atomic_store_n(&st->top, k, __ATOMIC_RELAXED);
-			return b;
+	uint32_t cap = stash_cap(cls), top = __atomic_load_n(&st->top, __ATOMIC_RELAXED);
+	top = top < cap ? top : cap;
+	for (uint32_t k = top, end = 0, pass = 0; pass < 2; k = cap, end = top, pass++) {
+		if (pass == 1 && __atomic_load_n(&st->empty, __ATOMIC_RELAXED))
+			break;
+		while (k-- > end) {
+			if (__atomic_load_n(&st->slot[k], __ATOMIC_RELAXED) == NULL)
+				continue;
+			void *b = __atomic_exchange_n(&st->slot[k], NULL, __ATOMIC_ACQUIRE);
+			if (b != NULL) {
+				__atomic_store_n(&st->top, k, __ATOMIC_RELAXED);
+				stash_mark(&st->full, 0);
+				return b;
+			}
 		}
 	}
+	__atomic_store_n(&st->top, 0, __ATOMIC_RELAXED);
+	stash_mark(&st->empty, 1);
 	return NULL;
 }
 
 /* Put batch b in an empty slot of cls's stash below its cap: 1, or 0 when
- * none is free from the hint up (central.h). */
+ * it is full (central.h). From the hint up, then (unless the stash was
+ * found full since the last refill) from 0 up to the hint: a slot that a
+ * race left empty below the hint is used too. */
 static int stash_give(unsigned cls, void *b)
 {
 	struct pa_batch_stash *st = &central_stash[cls];
-	uint32_t cap = stash_cap(cls);
-	for (uint32_t k = __atomic_load_n(&st->top, __ATOMIC_RELAXED); k < cap; k++) {
-		void *empty = NULL;
-		if (__atomic_load_n(&st->slot[k], __ATOMIC_RELAXED) == NULL &&
-		    __atomic_compare_exchange_n(&st->slot[k], &empty, b, 0, __ATOMIC_RELEASE,
-		                                __ATOMIC_RELAXED)) {
-			__atomic_store_n(&st->top, k + 1, __ATOMIC_RELAXED);
-			return 1;
+	uint32_t cap = stash_cap(cls), top = __atomic_load_n(&st->top, __ATOMIC_RELAXED);
+	top = top < cap ? top : cap;
+	for (uint32_t k = top, end = cap, pass = 0; pass < 2; k = 0, end = top, pass++) {
+		if (pass == 1 && __atomic_load_n(&st->full, __ATOMIC_RELAXED))
+			break;
+		for (; k < end; k++) {
+			void *empty = NULL;
+			if (__atomic_load_n(&st->slot[k], __ATOMIC_RELAXED) == NULL &&
+			    __atomic_compare_exchange_n(&st->slot[k], &empty, b, 0,
+			                                __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+				__atomic_store_n(&st->top, k + 1, __ATOMIC_RELAXED);
+				stash_mark(&st->empty, 0);
+				return 1;
+			}
 		}
 	}
+	stash_mark(&st->full, 1);
 	return 0;
 }
 
@@ -622,11 +686,13 @@ size_t central_stash_drain(int all, struct pa_span_spares *sp)
 		struct pa_batch_stash *st = &central_stash[cls];
 		void **seen = stash_seen[cls];
 		if (central_stash_batches(cls) == 0 &&
-		    __atomic_load_n(&stash_seen_n[cls], __ATOMIC_RELAXED) == 0)
+		    __atomic_load_n(&stash_seen_n[cls], __ATOMIC_RELAXED) == 0 &&
+		    __atomic_load_n(&c->frag_since, __ATOMIC_RELAXED) == FRAG_NO)
 			continue;
 		unsigned batch = central_batch(cls);
 		uint32_t seen_n = 0, top = 0;
 		lock_acquire(&c->lock);
+		frag_decay(c);
 		for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++) {
 			void *b = __atomic_load_n(&st->slot[k], __ATOMIC_RELAXED);
 			if (b != NULL && (all || b == seen[k]) &&
@@ -644,6 +710,7 @@ size_t central_stash_drain(int all, struct pa_span_spares *sp)
 		/* The hint past the newest batch left, so the gives fill the
 		 * slots just emptied. */
 		__atomic_store_n(&st->top, top, __ATOMIC_RELAXED);
+		stash_mark(&st->full, 0);
 		__atomic_store_n(&stash_seen_n[cls], seen_n, __ATOMIC_RELAXED);
 		lock_release(&c->lock);
 	}
@@ -761,7 +828,7 @@ int central_give_draining(void *p, struct pa_span_spares *sp)
 	struct pa_central *c = &central[s->cls];
 	lock_acquire(&c->lock);
 	if (!draining(c, s)) {
-		fbump_mark(c, s, fragmented(c, pa_sizeclasses[s->cls].objects)); /* stale */
+		fbump_mark(c, s, (int)c->frag); /* stale */
 		lock_release(&c->lock);
 		return 0;
 	}

@@ -33,6 +33,12 @@ struct pa_chunk {
 	 * the scavenger and not released in part since: the kernel backs it
 	 * with one huge page. Under the heap lock. */
 	uint8_t huge;
+	/* Bit k: the scavenger's last pass over the chunk found its k-th huge
+	 * page dense (and not huge). A huge page is collapsed only when two
+	 * passes in a row, a second apart at least, find it dense: a region a
+	 * program fills and frees at once is never collapsed. Under the heap
+	 * lock. */
+	uint8_t dense_seen;
 };
 
 #define CHUNK_NOT_FOUND (~0u)

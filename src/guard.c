@@ -210,7 +210,8 @@ bad_pointer(const char *func, const void *p, const struct guard_slot *r)
 		msg_end(&m);
 		os_abort();
 	}
-	int frees = strncmp(func, "free", 4) == 0 || strncmp(func, "operator delete", 15) == 0;
+	int frees = strstr(func, "free") != NULL || strstr(func, "Free") != NULL ||
+	            strncmp(func, "operator delete", 15) == 0;
 	if (r->ptr != (uintptr_t)p)
 		msg_str(&m, "points inside a guarded block, not at its start (interior pointer); ");
 	else if (r->state == GUARD_FREED && frees)

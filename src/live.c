@@ -245,11 +245,8 @@ static void live_figures(uint64_t *v)
 	struct pa_stats s;
 	pa_malloc_stats(ms);
 	pa_stats(&s);
-	uint64_t partial = 0, partial_free = 0; /* pa_defrag_frag_bytes's, from ms */
-	for (size_t cls = 1; cls < ms->nclasses; cls++) {
-		partial += ms->classes[cls].partial_spans;
-		partial_free += (uint64_t)ms->classes[cls].partial_free * ms->classes[cls].size;
-	}
+	uint64_t partial, partial_free;
+	stats_partial_totals(ms, &partial, &partial_free);
 	const uint64_t all[] = {
 	    ms->heap_sys,
 	    ms->heap_inuse,

@@ -997,17 +997,22 @@ void *pa_pvalloc(size_t size)
 	return pa_memalign(OS_PAGE, rounded & ~(OS_PAGE - 1));
 }
 
-size_t pa_malloc_usable_size(void *p)
+size_t pa_malloc_usable_size_as(void *p, const char *func)
 {
 	if (p == NULL)
 		return 0;
 	struct pa_span *s;
 	if (block_check(p, &s) >= 0) {
 		if (!guard_owns(p))
-			block_fault("malloc_usable_size", p);
-		return guard_size("malloc_usable_size", p);
+			block_fault(func, p);
+		return guard_size(func, p);
 	}
 	return span_usable_of(s, p);
+}
+
+size_t pa_malloc_usable_size(void *p)
+{
+	return pa_malloc_usable_size_as(p, "malloc_usable_size");
 }
 
 /* Can the block of small span s hold n bytes where it is? Shrinking it to

@@ -561,6 +561,11 @@ int os_collapse(void *addr, size_t size)
 	return madvise(addr, size, MADV_COLLAPSE) == 0 ? 0 : -1;
 }
 
+int os_thp_disabled(void)
+{
+	return prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) == 1;
+}
+
 int os_hugepage(void *addr, size_t size)
 {
 	return madvise(addr, size, MADV_HUGEPAGE) == 0 ? 0 : -1;

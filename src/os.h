@@ -103,6 +103,10 @@ size_t os_thp_bytes(void);
  * has no MADV_COLLAPSE; EAGAIN, ENOMEM: not this time). */
 int os_collapse(void *addr, size_t size);
 
+/* Whether the process turned transparent huge pages off for itself
+ * (prctl PR_SET_THP_DISABLE, as redis-server does where THP is "always"): 1 or 0. */
+int os_thp_disabled(void);
+
 /* MADV_HUGEPAGE: faults and khugepaged may back the range with huge pages. */
 int os_hugepage(void *addr, size_t size);
 

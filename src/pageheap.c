@@ -1400,6 +1400,22 @@ static void huge_released(struct pa_pageheap *h, struct pa_chunk *c, unsigned st
 	}
 }
 
+int pageheap_huge_at_locked(struct pa_pageheap *h, uintptr_t addr, int split)
+{
+	if (h->hp_pages == 0)
+		return 0;
+	struct pa_chunk *c = pageheap_chunk(h, addr);
+	unsigned hp = page_in_chunk(addr) / h->hp_pages;
+	if (!(c->huge >> hp & 1))
+		return 0;
+	if (split) {
+		c->huge &= (uint8_t) ~(1u << hp);
+		h->huge_pages--;
+		h->huge_splits++;
+	}
+	return 1;
+}
+
 unsigned pageheap_collapse_find_locked(struct pa_pageheap *h, size_t *cursor, size_t max_chunks,
                                        unsigned min_alloc, uintptr_t *base)
 {
@@ -1410,11 +1426,14 @@ unsigned pageheap_collapse_find_locked(struct pa_pageheap *h, size_t *cursor, si
 		ci = pageheap_prev_chunk_locked(h, ci);
 		if (ci == SIZE_MAX)
 			break; /* a pass is over; the next starts at the top */
-		unsigned dense = chunk_dense_huge(chunk_at(h, ci), h->hp_pages, min_alloc);
-		if (dense != 0) {
+		struct pa_chunk *c = chunk_at(h, ci);
+		unsigned dense = chunk_dense_huge(c, h->hp_pages, min_alloc);
+		unsigned ready = dense & c->dense_seen;
+		c->dense_seen = (uint8_t)dense;
+		if (ready != 0) {
 			*cursor = ci;
 			*base = chunk_base(h, ci);
-			return dense;
+			return ready;
 		}
 	}
 	*cursor = ci;

@@ -276,8 +276,11 @@ void pageheap_scav_commit_locked(struct pa_pageheap *h, uintptr_t addr, unsigned
  * Collapse support (the scavenger backs dense huge pages; scavenger.h).
  * collapse_find_locked: going down from chunk *cursor (exclusive; SIZE_MAX:
  *   the top), at most max_chunks heap chunks, the first that has huge
- *   pages (h->hp_pages long) that are dense (chunk_dense_huge, min_alloc)
- *   and not huge yet: their mask (bit k: the k-th of the chunk), *base the
+ *   pages (h->hp_pages long) that are dense (chunk_dense_huge, min_alloc),
+ *   not huge yet, and were dense when the previous call found them too
+ *   (each call records what it finds dense in the chunks it looks at, and
+ *   forgets a huge page that is no longer dense): their mask (bit k: the
+ *   k-th of the chunk), *base the
  *   chunk's address, *cursor that chunk. 0: none; *cursor is where the
  *   search stopped, SIZE_MAX when it passed the bottom of the heap.
  * collapse_done_locked: the huge page at addr was collapsed: it counts as
@@ -313,6 +316,11 @@ static inline struct pa_chunk *pageheap_chunk(const struct pa_pageheap *h, uintp
 	size_t ci = (addr - h->window_base) >> PA_CHUNK_SHIFT;
 	return &h->chunks[ci >> PA_CHUNK_L2_BITS][ci & (PA_CHUNK_L2_COUNT - 1)];
 }
+
+/* Does addr lie in a huge page the scavenger collapsed (h->hp_pages long)?
+ * With split, one that does stops counting as huge and counts a split: the
+ * caller is about to release pages inside it. addr in the heap; lock held. */
+int pageheap_huge_at_locked(struct pa_pageheap *h, uintptr_t addr, int split);
 
 /* Is addr inside a heap range? (binary search; lock held) */
 int pageheap_contains_locked(const struct pa_pageheap *h, uintptr_t addr);

@@ -499,6 +499,9 @@ int pa_stats(struct pa_stats *out)
 	if (out->thp_state != PA_THP_STATE_UNKNOWN &&
 	    __atomic_load_n(&pa_conf.thp, __ATOMIC_RELAXED) == PA_THP_OFF)
 		out->thp_state = PA_THP_STATE_OFF;
+	else if ((out->thp_state == PA_THP_STATE_COLLAPSE || out->thp_state == PA_THP_STATE_HINT) &&
+	         os_thp_disabled())
+		out->thp_state = PA_THP_STATE_PROCESS_OFF;
 	out->collapse_failures = __atomic_load_n(&default_scav.collapse_failures, __ATOMIC_RELAXED);
 	out->memory_limit_auto =
 	    __atomic_load_n(&default_scav.conf.memory_limit_auto, __ATOMIC_RELAXED);
@@ -652,6 +655,61 @@ void pages_free(uintptr_t addr, size_t npages)
 int pages_release_zeroes(void)
 {
 	return __atomic_load_n(&default_scav.conf.lazy, __ATOMIC_RELAXED) == 0;
+}
+
+int pages_huge_in(uintptr_t addr, size_t bytes, int split)
+{
+	if (__atomic_load_n(&default_state, __ATOMIC_ACQUIRE) != HEAP_READY)
+		return 0;
+	for (unsigned n = 0; n < numa.nodes; n++) {
+		struct pa_pageheap *h = &node_heaps[n];
+		lock_acquire(&h->lock);
+		int huge = -1;
+		if (pageheap_contains_locked(h, addr)) {
+			huge = pageheap_huge_at_locked(h, addr, split);
+			if (h->hp_pages != 0 &&
+			    (addr ^ (addr + bytes - 1)) >= (uintptr_t)h->hp_pages * PA_PAGE_SIZE)
+				huge |= pageheap_huge_at_locked(h, addr + bytes - 1, split);
+		}
+		lock_release(&h->lock);
+		if (huge >= 0)
+			return huge;
+	}
+	return 0;
+}
+
+int pages_count_collapsed(uintptr_t addr, unsigned hp_pages)
+{
+	if (__atomic_load_n(&default_state, __ATOMIC_ACQUIRE) != HEAP_READY)
+		return 0;
+	for (unsigned n = 0; n < numa.nodes; n++) {
+		struct pa_pageheap *h = &node_heaps[n];
+		lock_acquire(&h->lock);
+		int r = -1;
+		if (pageheap_contains_locked(h, addr)) {
+			if (h->hp_pages == 0)
+				h->hp_pages = hp_pages;
+			r = pageheap_collapse_done_locked(
+			    h, PA_ALIGN_DOWN(addr, (uintptr_t)h->hp_pages * PA_PAGE_SIZE));
+		}
+		lock_release(&h->lock);
+		if (r >= 0)
+			return r;
+	}
+	return 0;
+}
+
+size_t pages_huge_count(void)
+{
+	if (__atomic_load_n(&default_state, __ATOMIC_ACQUIRE) != HEAP_READY)
+		return 0;
+	size_t n = 0;
+	for (unsigned i = 0; i < numa.nodes; i++) {
+		lock_acquire(&node_heaps[i].lock);
+		n += node_heaps[i].huge_pages;
+		lock_release(&node_heaps[i].lock);
+	}
+	return n;
 }
 
 int pages_chunk_view(uintptr_t from, struct pages_chunk_view *v)

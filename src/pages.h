@@ -46,6 +46,21 @@ void pages_free(uintptr_t addr, size_t npages);
 /* 1 when released pages read as zero (release=dontneed), else 0. */
 int pages_release_zeroes(void);
 
+/* Does any of [addr, addr + bytes) lie in a huge page the scavenger
+ * collapsed? With split, those huge pages stop counting as huge (and count
+ * a split each): the caller is about to release pages inside them.
+ * [addr, addr + bytes) is heap memory, within one chunk. */
+int pages_huge_in(uintptr_t addr, size_t bytes, int split);
+
+/* How many huge pages of the heaps count as collapsed (under their locks). */
+size_t pages_huge_count(void);
+
+/* Count the huge page holding heap address addr as collapsed, as the
+ * scavenger does after MADV_COLLAPSE; for tests, which record it without the
+ * kernel (and, where the scavenger thread never ran, give the heap its huge
+ * page size, hp_pages heap pages): 1, or 0 where a page of it is released. */
+int pages_count_collapsed(uintptr_t addr, unsigned hp_pages);
+
 /* Bytes of heap memory: mapped, and of those released to the OS, and the
  * page heap's count of allocated pages minus what the per-CPU page caches
  * hold (pages in spans and large objects, when nothing else uses pa_pages). */

@@ -383,6 +383,11 @@ size_t scav_collapse_step(struct pa_scavenger *s)
 	unsigned thp = __atomic_load_n(&s->conf.thp, __ATOMIC_RELAXED);
 	if (thp == PA_THP_OFF || (state != PA_THP_STATE_COLLAPSE && state != PA_THP_STATE_HINT))
 		return 0;
+	/* A process that asked the kernel for no huge pages (redis-server does
+	 * where THP is "always", for its forks' copy-on-write) gets none from
+	 * us either. */
+	if (os_thp_disabled())
+		return 0;
 	const unsigned min_alloc = s->hp_pages - s->hp_pages / SCAV_DENSE_SHARE;
 	size_t done = 0;
 	for (unsigned i = 0; i < s->nheaps && done == 0; i++) {

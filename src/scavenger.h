@@ -64,14 +64,17 @@ enum pa_thp_conf { PA_THP_OFF, PA_THP_AUTO, PA_THP_ALWAYS };
 /* What the scavenger does about huge pages, as found when its thread
  * started (pa_stats' thp_state; the story says it in words). */
 enum pa_thp_state {
-	PA_THP_STATE_UNKNOWN,  /* the thread has not started */
-	PA_THP_STATE_OFF,      /* thp=off (pa_stats says so; the thread keeps what
-	                        * the machine allows, for the key may change) */
-	PA_THP_STATE_NEVER,    /* the machine's THP is "never": 4 KiB pages only */
-	PA_THP_STATE_COLLAPSE, /* MADV_COLLAPSE of dense huge pages, from the thread */
-	PA_THP_STATE_HINT,     /* no MADV_COLLAPSE: MADV_HUGEPAGE on dense huge pages
-	                        * (defrag cannot stall a fault), khugepaged backs them */
-	PA_THP_STATE_UNUSABLE, /* no MADV_COLLAPSE, and defrag would stall faults */
+	PA_THP_STATE_UNKNOWN,     /* the thread has not started */
+	PA_THP_STATE_OFF,         /* thp=off (pa_stats says so; the thread keeps what
+	                           * the machine allows, for the key may change) */
+	PA_THP_STATE_NEVER,       /* the machine's THP is "never": 4 KiB pages only */
+	PA_THP_STATE_COLLAPSE,    /* MADV_COLLAPSE of dense huge pages, from the thread */
+	PA_THP_STATE_HINT,        /* no MADV_COLLAPSE: MADV_HUGEPAGE on dense huge pages
+	                           * (defrag cannot stall a fault), khugepaged backs them */
+	PA_THP_STATE_UNUSABLE,    /* no MADV_COLLAPSE, and defrag would stall faults */
+	PA_THP_STATE_PROCESS_OFF, /* the process turned THP off (prctl
+	                           * PR_SET_THP_DISABLE): pa_stats reports it over
+	                           * COLLAPSE or HINT, the thread collapses nothing */
 };
 
 /* Page heaps one scavenger paces over at most: a NUMA machine's nodes'. */

@@ -209,7 +209,8 @@ _Noreturn void span_report(const char *func, const void *p, enum pa_obj_fault f)
 	if (f == PA_OBJ_FOREIGN && p != NULL && inside_large((uintptr_t)p))
 		f = PA_OBJ_INTERIOR;
 	/* realloc or malloc_usable_size of a freed block: not a second free. */
-	int frees = strstr(func, "free") != NULL || strncmp(func, "operator delete", 15) == 0;
+	int frees = strstr(func, "free") != NULL || strstr(func, "Free") != NULL ||
+	            strncmp(func, "operator delete", 15) == 0;
 	const char *text = f == PA_OBJ_DOUBLE_FREE && !frees
 	                       ? "block is already free (use after free)"
 	                       : fault_text(f);

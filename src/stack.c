@@ -8,6 +8,7 @@
 #include "stack.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <link.h>
 #include <string.h>
 
@@ -211,9 +212,12 @@ size_t stack_cache_entries(void)
 
 /* ---- reading .eh_frame ------------------------------------------------------ */
 
+/* Bytes [p, end) of a copy of the table: the byte at p is at address
+ * p + delta in the object (pc-relative pointers are taken from there). */
 struct reader {
 	const uint8_t *p, *end;
 	int bad;
+	intptr_t delta;
 };
 
 static uint64_t get_u(struct reader *rd, size_t n)
@@ -259,7 +263,7 @@ static int64_t get_sleb(struct reader *rd)
 /* A pointer in DW_EH_PE encoding enc; datarel relative to `data`. */
 static uintptr_t get_encoded(struct reader *rd, uint8_t enc, uintptr_t data)
 {
-	uintptr_t at = (uintptr_t)rd->p, v;
+	uintptr_t at = (uintptr_t)rd->p + (uintptr_t)rd->delta, v;
 	switch (enc & 0x0f) {
 	case 0x00:
 		v = (uintptr_t)get_u(rd, 8);
@@ -332,12 +336,13 @@ struct cie {
 /* Run instructions [p, end) from location loc until it passes ip; the
  * state starts as *st (initial: the CIE's, for DW_CFA_restore). 0 on an
  * instruction this file does not follow where it matters. */
-static int run(const struct cie *c, const uint8_t *p, const uint8_t *end, uintptr_t loc,
-               uintptr_t ip, struct state *st, const struct state *initial)
+static int __attribute__((cold))
+run(const struct cie *c, const uint8_t *p, const uint8_t *end, uintptr_t loc, uintptr_t ip,
+    struct state *st, const struct state *initial)
 {
 	struct state stack[STATE_STACK];
 	unsigned depth = 0;
-	struct reader rd = {p, end, 0};
+	struct reader rd = {p, end, 0, 0};
 	while (rd.p < rd.end && !rd.bad) {
 		uint8_t op = (uint8_t)get_u(&rd, 1);
 		uint64_t reg, delta = 0;
@@ -484,14 +489,201 @@ static int run(const struct cie *c, const uint8_t *p, const uint8_t *end, uintpt
 	return !rd.bad;
 }
 
-/* Parse the CIE at p; 0 if it is not one this file reads. */
-static int read_cie(const uint8_t *p, struct cie *c)
+/* ---- where a table's bytes come from -------------------------------------
+ *
+ * Reading an FDE through the object's mapping makes the kernel map the
+ * 64 KiB around each page the binary search and the FDE touch
+ * (fault-around): the samples of `python3 -c pass` made 256 KiB of
+ * libpython's .eh_frame_hdr and .eh_frame resident and 64 KiB of libc's,
+ * a program that never asks for a profile paying for one
+ * (docs/log/2026-11-27-fixed-rss.md). So a table is read from the object's
+ * file with pread, which maps nothing. The file is opened for the one
+ * read and closed (a descriptor kept open could be closed, or reused, by
+ * the program), and trusted only when its notes (the GNU build-id among
+ * them) equal the bytes mapped: the file may have been replaced since it
+ * was loaded. An object with no build-id, no file (the vDSO), or a file
+ * that cannot be opened or read is read through its mapping. Reads happen
+ * only when the cache misses (a return address seen for the first time),
+ * so the reader and the CFA program's interpreter are `cold` (compiled for
+ * size, and every page of .text is resident in every process).
+ */
+#define SRC_SEGS 8u
+#define SRC_PHDRS 16u
+#define SRC_NOTES 512u
+#define FDE_BYTES 2048u
+#define CIE_BYTES 512u
+/* Table entries (8 bytes each) a search reads at once at its end. */
+#define TABLE_RUN 32u
+
+struct src {
+	int fd;           /* -1: read the mapping */
+	uintptr_t l_addr; /* the object's load bias */
+	unsigned nseg;
+	struct {
+		uintptr_t vaddr, filesz;
+		uint64_t off;
+	} seg[SRC_SEGS]; /* PT_LOAD segments' file bytes */
+};
+
+/* Tests turn file reads off to compare with the mapping's. */
+static int file_reads = 1;
+static uint64_t tables_from_file;
+
+void stack_read_files(int on)
 {
-	struct reader rd = {p, p + 16, 0};
-	uint32_t len = (uint32_t)get_u(&rd, 4);
-	if (len == 0 || len == 0xffffffffu)
+	__atomic_store_n(&file_reads, on, __ATOMIC_RELAXED);
+}
+
+/* The segment of s whose file bytes hold [v, v + n) (v: an address less
+ * the load bias), or s->nseg where none does. */
+static unsigned seg_of(const struct src *s, uintptr_t v, size_t n)
+{
+	for (unsigned i = 0; i < s->nseg; i++)
+		if (v >= s->seg[i].vaddr && v - s->seg[i].vaddr <= s->seg[i].filesz &&
+		    n <= s->seg[i].filesz - (v - s->seg[i].vaddr))
+			return i;
+	return s->nseg;
+}
+
+/* n bytes at the object's address addr into buf: 1, or 0 where they are
+ * not all in one segment of the file or cannot be read. */
+static int src_read(const struct src *s, uintptr_t addr, void *buf, size_t n)
+{
+	if (s->fd < 0) {
+		memcpy(buf, (const void *)addr, n);
+		return 1;
+	}
+	const unsigned i = seg_of(s, addr - s->l_addr, n);
+	return i < s->nseg &&
+	       os_pread(s->fd, buf, n, s->seg[i].off + (addr - s->l_addr - s->seg[i].vaddr)) ==
+	           (long)n;
+}
+
+/* Is there an NT_GNU_BUILD_ID note among the notes [p, p + n)? */
+static int __attribute__((cold)) has_build_id(const uint8_t *p, size_t n)
+{
+	size_t at = 0;
+	while (n - at >= sizeof(Elf64_Nhdr)) {
+		Elf64_Nhdr h;
+		memcpy(&h, p + at, sizeof(h));
+		size_t body = sizeof(h) + ((h.n_namesz + 3u) & ~3u) + ((h.n_descsz + 3u) & ~3u);
+		if (body > n - at)
+			return 0;
+		if (h.n_type == NT_GNU_BUILD_ID && h.n_namesz == 4 && h.n_descsz != 0 &&
+		    memcmp(p + at + sizeof(h), "GNU", 4) == 0)
+			return 1;
+		at += body;
+	}
+	return 0;
+}
+
+/* Open the file of the object m names, mapped from start, if it is the
+ * mapped one (its ELF header is the bytes at start, its first segment maps
+ * them, and its notes are the mapped ones): s->fd >= 0 then (src_close
+ * closes it); else s reads the mapping. */
+static void __attribute__((cold)) src_open(struct src *s, const struct link_map *m, uintptr_t start)
+{
+	s->fd = -1;
+	s->nseg = 0;
+	if (m == NULL || !__atomic_load_n(&file_reads, __ATOMIC_RELAXED))
+		return;
+	const char *path = m->l_name != NULL && m->l_name[0] != '\0' ? m->l_name : "/proc/self/exe";
+	int fd = os_open_read(path);
+	if (fd < 0)
+		return;
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph[SRC_PHDRS];
+	int ok = os_pread(fd, &eh, sizeof(eh), 0) == (long)sizeof(eh) &&
+	         memcmp(&eh, (const void *)start, sizeof(eh)) == 0 &&
+	         memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 && eh.e_ident[EI_CLASS] == ELFCLASS64 &&
+	         eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum <= SRC_PHDRS &&
+	         os_pread(fd, ph, eh.e_phnum * sizeof(Elf64_Phdr), eh.e_phoff) ==
+	             (long)(eh.e_phnum * sizeof(Elf64_Phdr));
+	for (unsigned i = 0; ok && i < eh.e_phnum; i++) {
+		if (ph[i].p_type != PT_LOAD)
+			continue;
+		if (s->nseg == SRC_SEGS) {
+			ok = 0;
+			break;
+		}
+		s->seg[s->nseg].vaddr = ph[i].p_vaddr;
+		s->seg[s->nseg].filesz = ph[i].p_filesz;
+		s->seg[s->nseg].off = ph[i].p_offset;
+		s->nseg++;
+	}
+	/* The header read at start is this file's only if its first segment
+	 * maps it there. Notes are compared only where a loaded segment holds
+	 * them (mapped). */
+	if (ok && (s->nseg == 0 || s->seg[0].off != 0 ||
+	           m->l_addr + (s->seg[0].vaddr & ~(uintptr_t)4095) != start))
+		ok = 0;
+	int id = 0;
+	for (unsigned i = 0; ok && i < eh.e_phnum; i++) {
+		if (ph[i].p_type != PT_NOTE)
+			continue;
+		uint8_t notes[SRC_NOTES];
+		size_t n = ph[i].p_filesz;
+		if (n > sizeof(notes) || seg_of(s, ph[i].p_vaddr, n) == s->nseg ||
+		    os_pread(fd, notes, n, ph[i].p_offset) != (long)n ||
+		    memcmp(notes, (const void *)(m->l_addr + ph[i].p_vaddr), n) != 0)
+			ok = 0;
+		else
+			id |= has_build_id(notes, n);
+	}
+	if (!ok || !id) {
+		os_close(fd);
+		s->nseg = 0;
+		return;
+	}
+	s->fd = fd;
+	s->l_addr = m->l_addr;
+}
+
+static void src_close(struct src *s)
+{
+	if (s->fd >= 0)
+		os_close(s->fd);
+	s->fd = -1;
+}
+
+/* Copy the record (CIE or FDE) at addr, its length word included, into
+ * buf[cap]: its length; 0 for a record this file does not read (a
+ * terminator, 64-bit DWARF); -1 when it does not fit or cannot be read. */
+static long __attribute__((cold))
+src_record(const struct src *s, uintptr_t addr, uint8_t *buf, size_t cap)
+{
+	uint32_t len;
+	if (!src_read(s, addr, &len, 4))
+		return -1;
+	if (len < 4 || len == 0xffffffffu)
 		return 0;
-	rd.end = p + 4 + len;
+	if (len > cap - 4)
+		return -1;
+	memcpy(buf, &len, 4);
+	return src_read(s, addr + 4, buf + 4, len) ? (long)len + 4 : -1;
+}
+
+/* The bytes of a pointer in DW_EH_PE encoding enc: at most 8 (uleb and
+ * sleb counted as 8: .eh_frame_hdr does not use them). */
+static size_t enc_size(uint8_t enc)
+{
+	switch (enc & 0x07) {
+	case 0x02:
+		return 2;
+	case 0x03:
+		return 4;
+	default:
+		return 8;
+	}
+}
+
+/* Parse the CIE copied to p (at address p + delta); 0 if it is not one
+ * this file reads. */
+static int __attribute__((cold))
+read_cie(const uint8_t *p, size_t size, intptr_t delta, struct cie *c)
+{
+	struct reader rd = {p, p + size, 0, delta};
+	get_u(&rd, 4); /* the length, checked by src_record */
 	if (get_u(&rd, 4) != 0)
 		return 0; /* not a CIE */
 	uint8_t version = (uint8_t)get_u(&rd, 1);
@@ -529,39 +721,62 @@ static int read_cie(const uint8_t *p, struct cie *c)
 	return 1;
 }
 
-/* The rule at ip from the unwind table hdr (an .eh_frame_hdr); 0 where
- * there is none this file follows. */
-static int rule_from_table(uintptr_t ip, const uint8_t *hdr, struct rule *r)
+/* The rule at ip from the unwind table at address hdr (an
+ * .eh_frame_hdr), its bytes read from s: 1; 0 where there is none this
+ * file follows; -1 where s could not give the bytes. */
+static int __attribute__((cold))
+rule_from_table(uintptr_t ip, uintptr_t hdr, const struct src *s, struct rule *r)
 {
-	if (hdr[0] != 1 || hdr[3] != 0x3b) /* version 1, table of datarel sdata4 pairs */
+	uint8_t h[4 + 16];
+	if (!src_read(s, hdr, h, 4))
+		return -1;
+	if (h[0] != 1 || h[3] != 0x3b) /* version 1, table of datarel sdata4 pairs */
 		return 0;
-	struct reader rd = {hdr + 4, hdr + 4 + 16, 0};
-	get_encoded(&rd, hdr[1], (uintptr_t)hdr);
-	uint64_t count = (uint64_t)get_encoded(&rd, hdr[2], (uintptr_t)hdr);
+	/* The two encoded pointers before the table. */
+	size_t need = enc_size(h[1]) + enc_size(h[2]);
+	if (!src_read(s, hdr + 4, h + 4, need))
+		return -1;
+	struct reader rd = {h + 4, h + 4 + need, 0, (intptr_t)(hdr - (uintptr_t)h)};
+	get_encoded(&rd, h[1], hdr);
+	uint64_t count = (uint64_t)get_encoded(&rd, h[2], hdr);
 	if (rd.bad || count == 0)
 		return 0;
-	const int32_t *table = (const int32_t *)(const void *)rd.p;
-	/* The last entry whose start is at most ip. */
+	uintptr_t table = hdr + (uintptr_t)(rd.p - h);
+	/* The last entry whose start is at most ip: one read per halving down
+	 * to TABLE_RUN entries, then one read of those. */
+	int32_t e[2 * TABLE_RUN];
 	uint64_t lo = 0, hi = count;
-	while (hi - lo > 1) {
+	while (hi - lo > TABLE_RUN) {
 		uint64_t mid = lo + (hi - lo) / 2;
-		if ((uintptr_t)hdr + (intptr_t)table[2 * mid] <= ip)
+		if (!src_read(s, table + 8 * mid, e, 4))
+			return -1;
+		if (hdr + (uintptr_t)(intptr_t)e[0] <= ip)
 			lo = mid;
 		else
 			hi = mid;
 	}
-	if ((uintptr_t)hdr + (intptr_t)table[2 * lo] > ip)
+	if (!src_read(s, table + 8 * lo, e, 8 * (size_t)(hi - lo)))
+		return -1;
+	unsigned k = 0;
+	while (lo + k + 1 < hi && hdr + (uintptr_t)(intptr_t)e[2 * (k + 1)] <= ip)
+		k++;
+	if (hdr + (uintptr_t)(intptr_t)e[2 * k] > ip)
 		return 0;
-	const uint8_t *fde = hdr + table[2 * lo + 1];
-	struct reader fr = {fde, fde + 8, 0};
-	uint32_t len = (uint32_t)get_u(&fr, 4);
-	if (len == 0 || len == 0xffffffffu)
-		return 0;
-	fr.end = fde + 4 + len;
-	const uint8_t *cie_ptr = fr.p;
+	uintptr_t fde_at = hdr + (uintptr_t)(intptr_t)e[2 * k + 1];
+	uint8_t fde[FDE_BYTES];
+	long fde_len = src_record(s, fde_at, fde, sizeof(fde));
+	if (fde_len < 8)
+		return fde_len < 0 ? -1 : 0;
+	struct reader fr = {fde + 4, fde + fde_len, 0, (intptr_t)(fde_at - (uintptr_t)fde)};
 	uint32_t cie_off = (uint32_t)get_u(&fr, 4);
+	uintptr_t cie_at = fde_at + 4 - cie_off;
+	uint8_t cie_buf[CIE_BYTES];
+	long cie_len = cie_off == 0 ? 0 : src_record(s, cie_at, cie_buf, sizeof(cie_buf));
+	if (cie_len < 0)
+		return -1;
 	struct cie c;
-	if (cie_off == 0 || !read_cie(cie_ptr - cie_off, &c))
+	if (cie_len < 8 ||
+	    !read_cie(cie_buf, (size_t)cie_len, (intptr_t)(cie_at - (uintptr_t)cie_buf), &c))
 		return 0;
 	uintptr_t begin = get_encoded(&fr, c.fde_enc, 0);
 	uintptr_t range = get_encoded(&fr, c.fde_enc & 0x0f, 0);
@@ -591,6 +806,7 @@ static int rule_from_table(uintptr_t ip, const uint8_t *hdr, struct rule *r)
 struct object {
 	uintptr_t start, end;
 	const uint8_t *eh_frame;
+	const struct link_map *map;
 };
 
 /* The object holding this file's code, where every walk starts: found at
@@ -615,6 +831,7 @@ static int rule_at(uintptr_t ip, struct object *obj, int *found, unsigned *looke
 		obj->start = (uintptr_t)o.dlfo_map_start;
 		obj->end = (uintptr_t)o.dlfo_map_end;
 		obj->eh_frame = o.dlfo_eh_frame;
+		obj->map = o.dlfo_link_map;
 	}
 	if (obj->eh_frame == NULL)
 		return 0;
@@ -630,7 +847,17 @@ static int rule_at(uintptr_t ip, struct object *obj, int *found, unsigned *looke
 		return 1;
 	}
 	__atomic_add_fetch(&tables_read, 1, __ATOMIC_RELAXED);
-	if (!rule_from_table(ip, obj->eh_frame, r)) {
+	struct src s;
+	src_open(&s, obj->map, obj->start);
+	int ok = rule_from_table(ip, table, &s, r);
+	if (s.fd >= 0) {
+		src_close(&s);
+		if (ok >= 0)
+			__atomic_add_fetch(&tables_from_file, 1, __ATOMIC_RELAXED);
+		else /* past what the file reader copies: the mapping's bytes */
+			ok = rule_from_table(ip, table, &s, r);
+	}
+	if (ok <= 0) {
 		if (set.t != NULL)
 			cache_insert(&set, ip, table, RULE_NONE, 0);
 		return 0;
@@ -641,10 +868,85 @@ static int rule_at(uintptr_t ip, struct object *obj, int *found, unsigned *looke
 	return 1;
 }
 
-void stack_counts(uint64_t *objects, uint64_t *tables)
+void stack_counts(uint64_t *objects, uint64_t *tables, uint64_t *from_file)
 {
 	*objects = __atomic_load_n(&objects_found, __ATOMIC_RELAXED);
 	*tables = __atomic_load_n(&tables_read, __ATOMIC_RELAXED);
+	*from_file = __atomic_load_n(&tables_from_file, __ATOMIC_RELAXED);
+}
+
+/* ---- across cgo: the Go frames that called C ---------------------------------
+ *
+ * Go's code has no .eh_frame, so a walk from C code that Go called (cgo)
+ * ends at the return address inside runtime.asmcgocall, which switched from
+ * the goroutine's stack to the thread's (g0) before calling C. That frame
+ * is known exactly (Go 1.17 on, amd64; asm_amd64.s): the C function's CFA
+ * is asmcgocall's stack pointer at its `CALL AX`, with the goroutine (g) at
+ * CFA + 48 and the depth of the goroutine's stack pointer below its top
+ * (g.stack.hi) at CFA + 40; asmcgocall saved that stack pointer and the
+ * caller's frame pointer in g.sched. Go keeps frame pointers on amd64, so
+ * from there the Go frames are a chain: [bp] the caller's bp, [bp + 8] the
+ * return address. The walk goes on into them only when the return address
+ * is followed by asmcgocall's own instructions and g.sched.sp agrees with
+ * the depth, and reads only inside the goroutine's stack, each frame above
+ * the last: anything else ends it, as before. */
+
+/* What follows asmcgocall's `CALL AX` (ff d0): MOVQ 48(SP), DI (g);
+ * MOVQ 8(DI), SI (g.stack.hi); SUBQ 40(SP), SI (the depth). */
+static const uint8_t go_cgo_return[] = {0x48, 0x8b, 0x7c, 0x24, 0x30, 0x48, 0x8b,
+                                        0x77, 0x08, 0x48, 0x2b, 0x74, 0x24, 0x28};
+
+/* runtime.g's fields (runtime2.go: stack{lo, hi}, stackguard0, stackguard1,
+ * _panic, _defer, m, then sched, a gobuf{sp, pc, g, ctxt, ret, lr, bp}). */
+#define GO_G_STACK_LO 0u
+#define GO_G_STACK_HI 8u
+#define GO_G_SCHED 56u
+#define GO_G_SCHED_SP (GO_G_SCHED + 0u)
+#define GO_G_SCHED_BP (GO_G_SCHED + 48u)
+/* A goroutine's stack is at most 1 GiB (runtime.maxstacksize on 64 bits). */
+#define GO_STACK_MAX ((uintptr_t)1 << 30)
+
+static uintptr_t word_at(uintptr_t a)
+{
+	return *(const uintptr_t *)a;
+}
+
+/* ip: the return address where the walk ended, in obj; cfa: its frame's
+ * CFA. Appends the Go frames to pc[], fn[] (0: Go's functions have no FDE)
+ * from pc[n] on; returns the new depth. */
+static unsigned go_frames(uintptr_t ip, uintptr_t cfa, const struct object *obj, uintptr_t *pc,
+                          uintptr_t *fn, unsigned n, unsigned max)
+{
+	if (ip < obj->start + 2 || ip + sizeof go_cgo_return > obj->end)
+		return n;
+	const uint8_t *code = (const uint8_t *)ip;
+	if (code[-2] != 0xff || code[-1] != 0xd0)
+		return n;
+	for (size_t i = 0; i < sizeof go_cgo_return; i++)
+		if (code[i] != go_cgo_return[i])
+			return n;
+	uintptr_t g = word_at(cfa + 48), depth = word_at(cfa + 40);
+	if (g == 0 || (g & 7) != 0)
+		return n;
+	uintptr_t lo = word_at(g + GO_G_STACK_LO), hi = word_at(g + GO_G_STACK_HI);
+	if (lo >= hi || hi - lo > GO_STACK_MAX || depth == 0 || depth >= hi - lo)
+		return n;
+	uintptr_t sp = hi - depth, bp = word_at(g + GO_G_SCHED_BP);
+	if ((sp & 7) != 0 || word_at(g + GO_G_SCHED_SP) != sp)
+		return n;
+	/* asmcgocall's return address (in runtime.cgocall), then the chain. */
+	uintptr_t ra = word_at(sp);
+	while (ra != 0 && n < max) {
+		pc[n] = ra - 1;
+		fn[n] = 0;
+		n++;
+		if (bp <= sp || bp > hi - 16 || (bp & 7) != 0)
+			break;
+		ra = word_at(bp + 8);
+		sp = bp;
+		bp = word_at(bp);
+	}
+	return n;
 }
 
 /* ---- the walk --------------------------------------------------------------- */
@@ -670,8 +972,11 @@ __attribute__((noinline)) unsigned stack_capture(uintptr_t *pc, uintptr_t *fn, u
 	}
 	for (;;) {
 		struct rule r;
-		if (!rule_at(exact ? ip : ip - 1, &obj, &found, &looked, &r))
+		if (!rule_at(exact ? ip : ip - 1, &obj, &found, &looked, &r)) {
+			if (!exact && found && n < max)
+				n = go_frames(ip, sp, &obj, pc, fn, n, max);
 			break;
+		}
 		int none = 0;
 		if (!self && __atomic_compare_exchange_n(&self_state, &none, 1, 0, __ATOMIC_ACQUIRE,
 		                                         __ATOMIC_RELAXED)) {

@@ -11,7 +11,11 @@
  * glibc's _dl_find_object (lock-free, no allocation: safe inside malloc,
  * while another thread is in dlopen, in a forked child); the table's
  * binary-search index (.eh_frame_hdr) gives the FDE, whose instructions
- * (and its CIE's) this file runs up to the address.
+ * (and its CIE's) this file runs up to the address. The table's bytes are
+ * read from the object's file (pread: nothing mapped, so a program that
+ * never asks for a profile does not find the unwind tables of every
+ * library its samples passed through in its RSS), or through the mapping
+ * where the file is not the one mapped (stack.c).
  *
  * libgcc's _Unwind_Backtrace does the same in ~2,000 instructions a frame
  * (it tracks every register and runs every rule, each time): 4-5% of
@@ -32,6 +36,13 @@
  * a return address whose rule is not "saved at CFA - 8" or is undefined
  * (the outermost frame: _start, clone), and a CFA that does not move up
  * the stack.
+ *
+ * C code that Go called through cgo: where the walk reaches Go's
+ * runtime.asmcgocall (no unwind table: Go's code has none), it goes on into
+ * the Go frames that made the call, by Go's frame pointers, once
+ * asmcgocall's own instructions and the goroutine's saved state agree
+ * (stack.c): a sample of malloc from C code called by Go names the Go
+ * functions that called it.
  */
 #ifndef PA_STACK_H
 #define PA_STACK_H
@@ -49,8 +60,13 @@ unsigned stack_capture(uintptr_t *pc, uintptr_t *fn, unsigned max);
 
 /* How many times, since the start, a walk looked up the object holding an
  * address (*objects) and read a rule from an unwind table rather than the
- * cache (*tables): for the tests. */
-void stack_counts(uint64_t *objects, uint64_t *tables);
+ * cache (*tables), and of those reads, how many read the object's file
+ * (*from_file) rather than its mapping: for the tests. */
+void stack_counts(uint64_t *objects, uint64_t *tables, uint64_t *from_file);
+
+/* Read unwind tables from the objects' files (on, the default) or only
+ * through their mappings (0): for the tests, which compare the two. */
+void stack_read_files(int on);
 
 /* The file of the object that holds pc (its link map's name: "" for the
  * main program) and its load bias in *base (pc - *base is the address

@@ -438,6 +438,8 @@ static void print_huge(struct out *o, const struct pa_stats *s, uint64_t kernel_
 	    "MADV_COLLAPSE)",
 	    "nothing: this kernel has no MADV_COLLAPSE and its THP defrag setting would stall "
 	    "page faults",
+	    "nothing: the process turned transparent huge pages off (prctl PR_SET_THP_DISABLE; "
+	    "redis-server does where the machine's THP is \"always\", unless disable-thp is no)",
 	};
 	struct os_thp m;
 	os_thp_read(&m);
@@ -450,7 +452,7 @@ static void print_huge(struct out *o, const struct pa_stats *s, uint64_t kernel_
 	out_str(o, machine_names[m.mode]);
 	out_str(o, "\n");
 	out_row(o, "doing");
-	out_str(o, s->thp_state >= 0 && s->thp_state < 6 ? doing[s->thp_state] : "?");
+	out_str(o, s->thp_state >= 0 && s->thp_state < 7 ? doing[s->thp_state] : "?");
 	out_str(o, "\n");
 	out_row(o, "backed");
 	out_mib(o, s->huge_bytes);
@@ -632,12 +634,10 @@ static void print_top_classes(struct out *o, const struct pa_malloc_stats *ms)
 		out_uint_w(o, (uint64_t)c->partial_free * c->size, 17);
 		out_str(o, "\n");
 	}
-	uint64_t spans = 0, partial = 0, bytes = 0;
-	for (size_t cls = 1; cls < ms->nclasses; cls++) {
+	uint64_t spans = 0, partial, bytes;
+	for (size_t cls = 1; cls < ms->nclasses; cls++)
 		spans += ms->classes[cls].spans;
-		partial += ms->classes[cls].partial_spans;
-		bytes += (uint64_t)ms->classes[cls].partial_free * ms->classes[cls].size;
-	}
+	stats_partial_totals(ms, &partial, &bytes);
 	out_str(o, "  small spans: ");
 	out_uint(o, spans);
 	out_str(o, ", ");
@@ -645,6 +645,17 @@ static void print_top_classes(struct out *o, const struct pa_malloc_stats *ms)
 	out_str(o, " of them partial, holding ");
 	out_mib(o, bytes);
 	out_str(o, " of free slots (pa_defrag_frag_bytes: what pa_defrag_move could win back)\n");
+}
+
+void stats_partial_totals(const struct pa_malloc_stats *ms, uint64_t *spans, uint64_t *free_bytes)
+{
+	uint64_t n = 0, bytes = 0;
+	for (size_t cls = 1; cls < ms->nclasses; cls++) {
+		n += ms->classes[cls].partial_spans;
+		bytes += (uint64_t)ms->classes[cls].partial_free * ms->classes[cls].size;
+	}
+	*spans = n;
+	*free_bytes = bytes;
 }
 
 /* The threads that allocated the most bytes, and how many were seen. */

@@ -256,11 +256,13 @@ static void heaps_defrag_within_the_heap(void **state)
 }
 
 /* Draining spans (central.c): in a class with 8 or more partial spans and
- * more than half its slots free in them, a free of an object of a span at
- * most an eighth full goes straight back to the span, not to the thread's
- * cache (whose next malloc would refill the sparse span at once); a span
- * fuller than that, or a class that is not fragmented, frees into the
- * cache as always. 416-byte class: 19 objects a span. */
+ * more than half its slots free in them, throughout a decay period (from
+ * one decay to the next: central_stash_drain, which a flush also runs), a
+ * free of an object of a span at most a quarter full goes straight back to
+ * the span, not to the thread's cache (whose next malloc would refill the
+ * sparse span at once); a span fuller than that, or a class that is not
+ * fragmented or not yet for a whole period, frees into the cache as
+ * always. 416-byte class: 19 objects a span. */
 static void sparse_spans_of_a_fragmented_class_drain(void **state)
 {
 	(void)state;
@@ -276,30 +278,81 @@ static void sparse_spans_of_a_fragmented_class_drain(void **state)
 			pa_defrag_free(v[s * per + i]);
 			v[s * per + i] = NULL;
 		}
-	pa_thread_cache_flush();
+	pa_thread_cache_flush(); /* a decay: fragmented since before it */
 	struct pa_class_stats k = class_stats(cls);
 	TU_EQ(k.partial_spans, 10);
 	TU_EQ(k.partial_free, 155);
 	TU_EQ(k.cached, 0);
-	/* An object of a sparse span: straight back, not cached. */
+	/* Not yet a whole period: an object of a sparse span into the cache. */
 	pa_free(v[0]);
 	k = class_stats(cls);
+	TU_EQ(k.partial_free, 155);
+	TU_EQ(k.cached, 1);
+	/* The next decay marks the class (and the flush sends v[0] home). */
+	pa_thread_cache_flush();
+	k = class_stats(cls);
 	TU_EQ(k.partial_free, 156);
+	TU_EQ(k.cached, 0);
+	/* An object of a sparse span: straight back, not cached. */
+	pa_free(v[per]);
+	k = class_stats(cls);
+	TU_EQ(k.partial_free, 157);
 	TU_EQ(k.cached, 0);
 	/* An object of the dense span: into the cache. */
 	pa_free(v[9 * per]);
 	k = class_stats(cls);
-	TU_EQ(k.partial_free, 156);
+	TU_EQ(k.partial_free, 157);
 	TU_EQ(k.cached, 1);
 	/* The sparse span's last object: the span goes back to the page heap. */
 	pa_free(v[1]);
 	k = class_stats(cls);
 	TU_EQ(k.spans, 9);
-	TU_EQ(k.partial_free, 156 - 18); /* its 18 free slots went with it */
+	TU_EQ(k.partial_free, 157 - 18); /* its 18 free slots went with it */
 	pa_thread_cache_flush();
 	for (unsigned i = 2; i < 10 * per; i++)
-		if (i != 9 * per)
+		if (i != per && i != 9 * per)
 			pa_defrag_free(v[i]);
+	TU_EQ(class_stats(cls).spans, 0);
+}
+
+/* A class that stops being fragmented between two decays starts its
+ * period again: a producer's refills taking back what its consumer just
+ * gave its spans pass through the fragmented state for a moment at a time,
+ * and marking it then sent the consumer's frees to the lock one by one
+ * (central.c). 640-byte class. */
+static void a_class_fragmented_for_less_than_a_period_does_not_drain(void **state)
+{
+	(void)state;
+	const size_t size = 640;
+	const unsigned cls = class_of(size), per = pa_sizeclasses[cls].objects;
+	TU_EQ(per, 12);
+	void *v[10 * 12], *back[10 * 12];
+	defrag_fill(v, 10 * per, size);
+	/* Spans 0-8 keep 2 objects (2 * 8 < 2 * 12: the two lowest lists),
+	 * span 9 keeps 10: 9 * 10 + 2 = 92 free slots of 120. */
+	for (unsigned s = 0; s < 10; s++)
+		for (unsigned i = s < 9 ? 2 : 10; i < per; i++) {
+			pa_defrag_free(v[s * per + i]);
+			v[s * per + i] = NULL;
+		}
+	central_stash_drain(0, NULL); /* a decay: fragmented since before it */
+	/* Not fragmented any more (92 - 32 = 60 free slots: half, not more),
+	 * then fragmented again. */
+	for (unsigned i = 0; i < 32; i++)
+		back[i] = pa_defrag_malloc(size);
+	TU_EQ(class_stats(cls).partial_free, 60);
+	for (unsigned i = 0; i < 32; i++)
+		pa_defrag_free(back[i]);
+	TU_EQ(class_stats(cls).partial_free, 92);
+	central_stash_drain(0, NULL); /* fragmented since after the last one */
+	/* Not throughout a period: an object of a sparse span into the cache. */
+	pa_free(v[0]);
+	struct pa_class_stats k = class_stats(cls);
+	TU_EQ(k.partial_free, 92);
+	TU_EQ(k.cached, 1);
+	pa_thread_cache_flush();
+	for (unsigned i = 1; i < 10 * per; i++)
+		pa_defrag_free(v[i]);
 	TU_EQ(class_stats(cls).spans, 0);
 }
 
@@ -359,7 +412,9 @@ static void bad_pointers_get_one_line(void **state)
 static int setup(void **state)
 {
 	(void)state;
-	return pa_config_set("prof", "off");
+	/* No scavenger: its decays would mark fragmented classes at times of
+	 * their own (sparse_spans_of_a_fragmented_class_drain). */
+	return pa_config_set("prof", "off") | pa_config_set("scavenger", "off");
 }
 
 int main(void)
@@ -367,6 +422,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    TU_TEST(bucket_is_inuse_times_8_over_objects),
 	    TU_TEST(sparse_spans_of_a_fragmented_class_drain),
+	    TU_TEST(a_class_fragmented_for_less_than_a_period_does_not_drain),
 	    TU_TEST(lists_order_refills_and_hints),
 	    TU_TEST(seed000_moves_the_fewest_objects),
 	    TU_TEST(hint_is_0_for_what_it_cannot_judge),

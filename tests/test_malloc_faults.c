@@ -299,6 +299,21 @@ static void usable_size_of_a_glibc_block(void)
 	pa_malloc_usable_size(set_ptr(p));
 }
 
+/* A binding's name for the check (the Go package's Free): a block freed
+ * already is a double free under a name with Free in it. */
+static void usable_size_as_free_of_a_freed_block(void)
+{
+	void *p = pa_malloc(64);
+	pa_free(p);
+	pa_malloc_usable_size_as(set_ptr(p), "Free");
+}
+
+static void usable_size_as_free_of_a_glibc_block(void)
+{
+	void *p = malloc(64);
+	pa_malloc_usable_size_as(set_ptr(p), "Free");
+}
+
 static void free_sized_larger_than_a_small_block(void)
 {
 	void *p = pa_malloc(64);
@@ -413,6 +428,9 @@ static const struct fault_case cases[] = {
     {"realloc of an interior pointer", realloc_of_an_interior_pointer, "realloc", INTERIOR},
     {"malloc_usable_size of a glibc block", usable_size_of_a_glibc_block, "malloc_usable_size",
      FOREIGN},
+    {"usable size as Free, a freed block", usable_size_as_free_of_a_freed_block, "Free",
+     DOUBLE_FREE},
+    {"usable size as Free, a glibc block", usable_size_as_free_of_a_glibc_block, "Free", FOREIGN},
     {"free_sized too large, small", free_sized_larger_than_a_small_block, "free_sized",
      BAD_SIZE_SMALL(65)},
     {"free_sized too large, large", free_sized_larger_than_a_large_block, "free_sized",

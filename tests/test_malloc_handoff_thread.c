@@ -22,6 +22,7 @@
 #include "central.h"
 #include "pagealloc.h"
 #include "sizeclass_table.h"
+#include "stash.h"
 
 #define OBJ 64
 
@@ -114,6 +115,127 @@ static void a_consumer_s_stashed_batches_go_whole_to_its_producer(void **state)
 	TU_EQ(class_spans(cls), spans);
 }
 
+/* The hint (central.h: `top`) is stored without a read-modify-write, so a
+ * race can leave it at the stash's cap with every slot below it empty, or
+ * at 0 with the batches above it. Gives then still find the empty slots
+ * (from the hint up, then from 0), and refills the batches (from the hint
+ * down, then from the cap): a hint at the cap once sent every give of a
+ * producer/consumer's class to its spans under the lock until the next
+ * decay. Here the consumer's 7 batches go to slots 0-6 under a hint at the
+ * cap, and the producer's refills take all 224 objects under a hint at 0. */
+static void a_stale_hint_still_finds_the_free_slots_and_the_batches(void **state)
+{
+	(void)state;
+	unsigned cls = pa_size_to_class(OBJ);
+	uint32_t cap = stash_cap_of((size_t)central_batch(cls) * OBJ, CENTRAL_STASH_MAX);
+	TU_EQ(cap, 512);
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+	size_t spans = class_spans(cls);
+	run_in_thread(turn_allocate, NULL);
+	__atomic_store_n(&central_stash[cls].top, cap, __ATOMIC_RELAXED);
+	run_in_thread(turn_free, NULL);
+	TU_EQ(central_stash_batches(cls), TURN_STASHED);
+	for (unsigned k = 0; k < TURN_STASHED; k++)
+		TU_EQ(central_stash[cls].slot[k] != NULL, 1);
+	TU_EQ(__atomic_load_n(&central_stash[cls].top, __ATOMIC_RELAXED), TURN_STASHED);
+	__atomic_store_n(&central_stash[cls].top, 0, __ATOMIC_RELAXED);
+	size_t stashed_after = SIZE_MAX;
+	run_in_thread(turn_take, &stashed_after);
+	TU_EQ(stashed_after, 0);
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+	TU_EQ(class_spans(cls), spans);
+}
+
+/* A stash's marks (central.h): full and empty, and the hint. */
+struct marks {
+	uint32_t top, full, empty;
+};
+
+static struct marks marks_of(unsigned cls)
+{
+	struct pa_batch_stash *st = &central_stash[cls];
+	return (struct marks){__atomic_load_n(&st->top, __ATOMIC_RELAXED),
+	                      __atomic_load_n(&st->full, __ATOMIC_RELAXED),
+	                      __atomic_load_n(&st->empty, __ATOMIC_RELAXED)};
+}
+
+/* A taker's slow refills (1 .. 31 objects, from the spans) and one whole
+ * batch: the marks right after it, before the thread frees them all. */
+static void *refill_once(void *arg)
+{
+	struct marks *after = arg;
+	enum { N = 31u * 32u / 2u + 32u };
+	static void *p[N];
+	for (unsigned k = 0; k < N; k++)
+		p[k] = pa_malloc(OBJ);
+	*after = marks_of(pa_size_to_class(OBJ));
+	for (unsigned k = 0; k < N; k++)
+		pa_free(p[k]);
+	return NULL;
+}
+
+/* 514 batches: a freeing thread's 513 overflows fill the 512 slots and
+ * find the stash full once. */
+#define FULL_OBJECTS (514u * 32u)
+static void *full_blocks[FULL_OBJECTS];
+
+static void *full_allocate(void *arg)
+{
+	(void)arg;
+	for (unsigned k = 0; k < FULL_OBJECTS; k++)
+		full_blocks[k] = pa_malloc(OBJ);
+	pa_thread_cache_flush();
+	return NULL;
+}
+
+static void *full_free(void *arg)
+{
+	(void)arg;
+	for (unsigned k = 0; k < FULL_OBJECTS; k++)
+		pa_free(full_blocks[k]);
+	return NULL;
+}
+
+/* A give that finds every slot taken reads them all once and marks the
+ * stash full; the gives after it look only from the hint up, until a
+ * refill takes a batch (or the decay empties slots). A refill that finds
+ * no batch marks it empty, and sets the hint to 0, until a give. */
+static void a_full_or_empty_stash_is_marked_until_the_other_side_comes(void **state)
+{
+	(void)state;
+	unsigned cls = pa_size_to_class(OBJ);
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+	size_t spans = class_spans(cls);
+	run_in_thread(full_allocate, NULL);
+	run_in_thread(full_free, NULL);
+	TU_EQ(central_stash_batches(cls), 512);
+	struct marks m = marks_of(cls);
+	TU_EQ(m.top, 512);
+	TU_EQ(m.full, 1);
+	TU_EQ(m.empty, 0);
+	/* One whole-batch refill: the newest batch, and the full mark goes. */
+	run_in_thread(refill_once, &m);
+	TU_EQ(m.top, 511);
+	TU_EQ(m.full, 0);
+	/* The decay (here the flush's) empties the stash; a refill then finds
+	 * none. */
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+	TU_EQ(marks_of(cls).full, 0);
+	__atomic_store_n(&central_stash[cls].top, 512, __ATOMIC_RELAXED);
+	run_in_thread(refill_once, &m);
+	TU_EQ(m.top, 0);
+	TU_EQ(m.empty, 1);
+	/* Its own overflows at exit were gives: the empty mark went. */
+	TU_EQ(marks_of(cls).empty, 0);
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+	TU_EQ(class_spans(cls), spans);
+}
+
 /* ---- at once ---------------------------------------------------------------- */
 
 #if TU_UNDER_SANITIZER
@@ -193,6 +315,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    TU_TEST(a_consumer_s_stashed_batches_go_whole_to_its_producer),
+	    TU_TEST(a_stale_hint_still_finds_the_free_slots_and_the_batches),
+	    TU_TEST(a_full_or_empty_stash_is_marked_until_the_other_side_comes),
 	    TU_TEST(a_producer_and_its_consumer_hand_off_every_object_once),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);

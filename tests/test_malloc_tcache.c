@@ -1312,6 +1312,65 @@ static void the_sweep_waits_for_a_span_s_age_up_to_an_hour(void **state)
 	pa_thread_cache_flush();
 }
 
+struct sweep_huge {
+	int ran;                   /* the huge page counted as collapsed, 4 KiB pages */
+	uint32_t young, idle;      /* relmap after a sweep 1.1 s on, then 61 s on (1 s) */
+	int huge_young, huge_idle; /* the span still in a collapsed huge page after each */
+	size_t splits;             /* collapsed huge pages fewer after the second */
+};
+
+static void *sweep_huge_thread(void *arg)
+{
+	struct sweep_huge *r = arg;
+	static void *b[FB_BLOCKS];
+	uintptr_t base = fill_span_of_16(b);
+	struct pa_span *s = pagemap_lookup(base);
+	free_all_but(b, base);
+	pa_thread_cache_flush();
+	/* 4 MiB of large blocks: first fit fills the rest of the span's huge
+	 * page, which is then dense and none of it released, as the scavenger
+	 * collapses them. */
+	static void *fill[64];
+	for (unsigned k = 0; k < 64; k++)
+		fill[k] = pa_malloc(64 << 10);
+	r->ran = os_page_size() == PA_SPAN_RELPAGE && !vg_active() &&
+	         pages_count_collapsed(base, (2u << 20) / PA_PAGE_SIZE);
+	if (r->ran) {
+		size_t huge = pages_huge_count();
+		uint32_t e = pages_epoch();
+		sweep_spans(e + 1100, 1000, UINT_MAX);
+		r->young = s->relmap;
+		r->huge_young = pages_huge_in(base, PA_PAGE_SIZE, 0);
+		sweep_spans(e + 61000, 1000, UINT_MAX);
+		r->idle = s->relmap;
+		r->huge_idle = pages_huge_in(base, PA_PAGE_SIZE, 0);
+		r->splits = huge - pages_huge_count();
+	}
+	for (unsigned k = 0; k < 64; k++)
+		pa_free(fill[k]);
+	pa_free((void *)base);
+	return NULL;
+}
+
+/* A span inside a huge page the scavenger collapsed is swept only after a
+ * minute's idleness (the release splits the huge page), and then the huge
+ * page stops counting as one: not 1.1 s after with a 1 s age, at 61 s. */
+static void the_sweep_splits_a_collapsed_huge_page_only_after_a_minute(void **state)
+{
+	(void)state;
+	struct sweep_huge r;
+	memset(&r, 0, sizeof(r));
+	run_in_thread(sweep_huge_thread, &r);
+	if (!r.ran)
+		skip();
+	TU_EQ(r.young, 0);
+	TU_EQ(r.huge_young, 1);
+	TU_EQ(r.idle, 2);
+	TU_EQ(r.huge_idle, 0);
+	TU_EQ(r.splits, 1);
+	pa_thread_cache_flush();
+}
+
 /* Exact lists and counts: no scavenger, and no heap-profile samples (a
  * sampled block leaves its list's object there, at random). */
 static int setup(void **state)
@@ -1323,6 +1382,7 @@ static int setup(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    TU_TEST(the_sweep_splits_a_collapsed_huge_page_only_after_a_minute),
 	    TU_TEST(first_refills_take_one_two_three_objects),
 	    TU_TEST(over_its_allowance_a_cache_gives_back_at_the_eighth_slow_path),
 	    TU_TEST(within_its_allowance_a_cache_keeps_what_it_holds),

@@ -31,6 +31,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -819,9 +822,18 @@ static void collapse_takes_dense_huge_pages_highest_chunk_first(void **state)
 	thp_by_hand(f, PA_THP_OFF);
 	assert_int_equal(scav_collapse_step(&f->s), 0); /* thp=off: nothing */
 	thp_by_hand(f, PA_THP_AUTO);
-	/* The top chunk's dense huge page, then (chunk 1 has none) both of
-	 * chunk 0's in one step; then the pass is over, and the next finds
-	 * nothing new. */
+	/* The first pass only notes the dense huge pages (chunk 2's high one,
+	 * both of chunk 0's): a collapse waits for the next pass to find them
+	 * dense again. */
+	assert_int_equal(scav_collapse_step(&f->s), 0);
+	assert_int_equal(f->s.collapse_cursor[0], SIZE_MAX);
+	assert_int_equal(pageheap_chunk(&f->h, CHUNK(BASE, 2))->dense_seen, 2);
+	assert_int_equal(pageheap_chunk(&f->h, CHUNK(BASE, 1))->dense_seen, 0);
+	assert_int_equal(pageheap_chunk(&f->h, CHUNK(BASE, 0))->dense_seen, 3);
+	assert_int_equal(f->h.huge_pages, 0);
+	/* The second: the top chunk's dense huge page, then (chunk 1 has none)
+	 * both of chunk 0's in one step; then the pass is over, and the next
+	 * finds nothing new. */
 	assert_int_equal(scav_collapse_step(&f->s), 1);
 	assert_int_equal(pageheap_chunk(&f->h, CHUNK(BASE, 2))->huge, 2);
 	assert_int_equal(f->h.huge_pages, 1);
@@ -838,11 +850,72 @@ static void collapse_takes_dense_huge_pages_highest_chunk_first(void **state)
 	assert_int_equal(pageheap_verify(&f->h), 0);
 }
 
+/* A huge page is collapsed only when two passes in a row find it dense: one
+ * freed in part between them is forgotten, and noted afresh once it is
+ * dense again. */
+static void collapse_waits_for_two_passes_in_a_row(void **state)
+{
+	struct fixture *f = *state;
+	build(&f->h, dense_heap, 3);
+	thp_by_hand(f, PA_THP_AUTO);
+	struct pa_chunk *c0 = pageheap_chunk(&f->h, CHUNK(BASE, 0));
+	assert_int_equal(scav_collapse_step(&f->s), 0);
+	assert_int_equal(c0->dense_seen, 3);
+	/* Chunk 0's low huge page down to 312 of 512 pages in use. */
+	pageheap_free(&f->h, CHUNK(BASE, 0), 200);
+	assert_int_equal(scav_collapse_step(&f->s), 1); /* chunk 2's */
+	assert_int_equal(scav_collapse_step(&f->s), 1); /* chunk 0's high one only */
+	assert_int_equal(c0->huge, 2);
+	assert_int_equal(scav_collapse_step(&f->s), 0);
+	assert_int_equal(f->s.collapse_cursor[0], SIZE_MAX);
+	/* Dense again: the next pass notes it, the one after collapses it. */
+	lock_acquire(&f->h.lock);
+	assert_int_equal(pageheap_alloc_range_locked(&f->h, CHUNK(BASE, 0), 200), 0);
+	lock_release(&f->h.lock);
+	assert_int_equal(scav_collapse_step(&f->s), 0);
+	assert_int_equal(c0->huge, 2);
+	assert_int_equal(c0->dense_seen & 1, 1);
+	assert_int_equal(scav_collapse_step(&f->s), 1);
+	assert_int_equal(c0->huge, 3);
+	assert_int_equal(f->h.huge_collapses, 3);
+	assert_int_equal(pageheap_verify(&f->h), 0);
+}
+
+/* A process that turned THP off for itself (prctl PR_SET_THP_DISABLE, as
+ * redis-server does where THP is "always") gets no collapse, in a child; this process, with THP
+ * on, gets the same heap's three. */
+static void collapse_respects_the_process_s_thp_disable(void **state)
+{
+	struct fixture *f = *state;
+	build(&f->h, dense_heap, 3);
+	thp_by_hand(f, PA_THP_AUTO);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int set = prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) == 0 && os_thp_disabled();
+		size_t n = 0;
+		for (int k = 0; k < 4; k++)
+			n += scav_collapse_step(&f->s);
+		_exit(set && n == 0 && f->h.huge_pages == 0 ? 0 : 1);
+	}
+	int status = 0;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_int_equal(os_thp_disabled(), 0);
+	size_t n = 0;
+	for (int k = 0; k < 4; k++)
+		n += scav_collapse_step(&f->s);
+	assert_int_equal(n, 3);
+	assert_int_equal(f->h.huge_pages, 3);
+}
+
 static void background_keeps_collapsed_huge_pages_whole_until_freed_whole(void **state)
 {
 	struct fixture *f = *state;
 	build(&f->h, dense_heap, 3);
 	thp_by_hand(f, PA_THP_AUTO);
+	assert_int_equal(scav_collapse_step(&f->s), 0); /* the pass that notes them */
 	while (scav_collapse_step(&f->s) != 0)
 		;
 	struct pa_chunk *c2 = pageheap_chunk(&f->h, CHUNK(BASE, 2));
@@ -908,6 +981,7 @@ static void collapse_takes_a_resident_huge_page_and_leaves_a_half_touched_one(vo
 	assert_int_equal(a % PA_CHUNK_SIZE, 0);
 	memset((void *)a, 1, HP * PA_PAGE_SIZE);                           /* all of the low one */
 	memset((void *)(a + HP * PA_PAGE_SIZE), 1, HP / 2 * PA_PAGE_SIZE); /* half the high one */
+	assert_int_equal(scav_collapse_step(&s), 0); /* the pass that notes them dense */
 	size_t collapsed = scav_collapse_step(&s);
 	assert_int_equal(collapsed, s.collapse_failures == 0 ? 1 : 0);
 	assert_int_equal(s.collapse_sparse, 1);
@@ -989,6 +1063,10 @@ int main(void)
 	    cmocka_unit_test(limit_counts_the_resident_pages_of_both_heaps),
 	    cmocka_unit_test_setup_teardown(collapse_takes_dense_huge_pages_highest_chunk_first,
 	                                    setup, teardown),
+	    cmocka_unit_test_setup_teardown(collapse_waits_for_two_passes_in_a_row, setup,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(collapse_respects_the_process_s_thp_disable, setup,
+	                                    teardown),
 	    cmocka_unit_test_setup_teardown(
 	        background_keeps_collapsed_huge_pages_whole_until_freed_whole, setup, teardown),
 	    cmocka_unit_test(collapse_takes_a_resident_huge_page_and_leaves_a_half_touched_one),

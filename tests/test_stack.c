@@ -183,11 +183,11 @@ static void a_second_walk_reads_no_table_and_finds_each_object_once(void **state
 	/* Twice from one call site (the walk goes on up through this
 	 * function): the first puts the rules into the cache, the last frame's
 	 * "none" too. */
-	uint64_t objects0, tables0, objects1, tables1;
+	uint64_t objects0, tables0, files0, objects1, tables1, files1;
 	for (volatile int i = 0; i < 2; i++) { /* volatile: not unrolled into two sites */
-		stack_counts(&objects0, &tables0);
+		stack_counts(&objects0, &tables0, &files0);
 		walk_from_here(0);
-		stack_counts(&objects1, &tables1);
+		stack_counts(&objects1, &tables1, &files1);
 	}
 	check_chain();
 	EQ_IN("rules read from a table on the second walk", tables1 - tables0, 0);
@@ -195,9 +195,9 @@ static void a_second_walk_reads_no_table_and_finds_each_object_once(void **state
 	 * addresses in this program, which holds stack.c: the walk starts in
 	 * that object, kept from the first walk, and never leaves it, so it
 	 * looks up none (once a frame: 5). */
-	stack_counts(&objects0, &tables0);
+	stack_counts(&objects0, &tables0, &files0);
 	walk_from_here(4);
-	stack_counts(&objects1, &tables1);
+	stack_counts(&objects1, &tables1, &files1);
 	TU_EQ(w.n, 4);
 	expect_frame(1, level1, w.ret[0], "level1");
 	expect_frame(2, (void (*)(void))level2_alloca, w.ret[1], "level2_alloca");
@@ -206,11 +206,12 @@ static void a_second_walk_reads_no_table_and_finds_each_object_once(void **state
 	EQ_IN("rules read from a table", tables1 - tables0, 0);
 }
 
+static int compare_walks; /* the comparisons that still walk */
+
 static int compare_calls(const void *a, const void *b)
 {
-	static int done;
-	if (!done) {
-		done = 1;
+	if (compare_walks != 0) {
+		compare_walks--;
 		level1();
 	}
 	return memcmp(a, b, sizeof(int));
@@ -222,18 +223,48 @@ NOINLINE void sort_here(void)
 	int v[16];
 	for (int i = 0; i < 16; i++)
 		v[i] = 16 - i;
+	compare_walks = 1;
 	qsort(v, 16, sizeof(int), compare_calls);
 	KEEP();
+}
+
+/* sort_here again, from return addresses of its own. */
+NOINLINE void sort_there(void)
+{
+	w.ret[2] = (uintptr_t)__builtin_return_address(0);
+	int v[16];
+	for (int i = 0; i < 16; i++)
+		v[i] = i;
+	compare_walks = 1;
+	qsort(v, 16, sizeof(int), compare_calls);
+	KEEP();
+}
+
+/* The frames of a walk from level0 through qsort's, up to sorter. */
+static void check_sort_walk(void (*sorter)(void))
+{
+	TU_EQ(w.fn[0], (uintptr_t)level0);
+	expect_frame(1, level1, w.ret[0], "level1");
+	TU_EQ(w.fn[2], (uintptr_t)compare_calls);
+	TU_EQ(w.pc[2] + 1, w.ret[1]);
+	/* Then qsort's own frames in libc, then the sorter. */
+	unsigned k = 3;
+	while (k < w.n && w.fn[k] != (uintptr_t)sorter)
+		k++;
+	EQ_IN("the sorter is found above qsort's frames", k < w.n, 1);
+	EQ_IN("qsort has frames of its own", k > 3, 1);
+	EQ_IN("a frame above the sorter's", k + 1 < w.n, 1);
+	EQ_IN("the sorter's return address", w.pc[k + 1] + 1, w.ret[2]);
 }
 
 static void a_walk_goes_through_the_c_librarys_frames(void **state)
 {
 	(void)state;
 	memset(&w, 0, sizeof(w));
-	uint64_t objects0, tables0, objects1, tables1;
-	stack_counts(&objects0, &tables0);
+	uint64_t objects0, tables0, files0, objects1, tables1, files1;
+	stack_counts(&objects0, &tables0, &files0);
 	sort_here();
-	stack_counts(&objects1, &tables1);
+	stack_counts(&objects1, &tables1, &files1);
 	/* One lookup each time the walk passes into another object than the
 	 * last frame's (dladdr's truth), from the one holding stack.c. */
 	Dl_info info;
@@ -247,16 +278,30 @@ static void a_walk_goes_through_the_c_librarys_frames(void **state)
 	}
 	EQ_IN("objects looked up: one per change of object", objects1 - objects0, changes);
 	EQ_IN("the walk passes through the C library and back", changes >= 2, 1);
-	TU_EQ(w.fn[0], (uintptr_t)level0);
-	expect_frame(1, level1, w.ret[0], "level1");
-	TU_EQ(w.fn[2], (uintptr_t)compare_calls);
-	TU_EQ(w.pc[2] + 1, w.ret[1]);
-	/* Then qsort's own frames in libc, then sort_here. */
-	unsigned k = 3;
-	while (k < w.n && w.fn[k] != (uintptr_t)sort_here)
-		k++;
-	EQ_IN("sort_here is found above qsort's frames", k < w.n, 1);
-	EQ_IN("qsort has frames of its own", k > 3, 1);
+	check_sort_walk(sort_here);
+	/* qsort's frames were new to the cache: their rules, and sort_here's,
+	 * were read from the files of libc and of this program (both have a
+	 * build-id), not through their mappings. */
+	EQ_IN("rules read from tables", tables1 - tables0 >= 3, 1);
+	EQ_IN("rules read from files", files1 - files0, tables1 - tables0);
+}
+
+static void a_walk_reads_the_same_rules_through_the_mappings(void **state)
+{
+	(void)state;
+	memset(&w, 0, sizeof(w));
+	uint64_t objects0, tables0, files0, objects1, tables1, files1;
+	stack_read_files(0);
+	stack_counts(&objects0, &tables0, &files0);
+	sort_there();
+	stack_counts(&objects1, &tables1, &files1);
+	stack_read_files(1);
+	/* qsort's rules come from the cache; sort_there's and this
+	 * function's are new, read through the mapping, and give the same
+	 * frames as the files gave sort_here. */
+	check_sort_walk(sort_there);
+	EQ_IN("rules read from tables", tables1 - tables0 >= 2, 1);
+	EQ_IN("rules read from files", files1 - files0, 0);
 }
 
 static void a_walk_stops_at_max_frames(void **state)
@@ -275,6 +320,8 @@ int main(void)
 	    TU_TEST(a_walk_names_each_caller_and_its_return_address),
 	    TU_TEST(a_second_walk_reads_no_table_and_finds_each_object_once),
 	    TU_TEST(a_walk_goes_through_the_c_librarys_frames),
+	    /* After it: qsort's rules are then in the cache. */
+	    TU_TEST(a_walk_reads_the_same_rules_through_the_mappings),
 	    TU_TEST(a_walk_stops_at_max_frames),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

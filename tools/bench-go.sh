@@ -6,6 +6,9 @@
 #     this package's Calloc; make with debug.FreeOSMemory and Calloc with
 #     pagealloc.Scavenge after each free phase, and Calloc with Move of
 #     what ShouldMove names then Scavenge; RUNS runs of each, alternating.
+#     A variant named with -slices after it (pagealloc-slices,
+#     make-free-slices, ...; not run unless named) holds the live set as a
+#     [][]byte grown by append instead of the cycle's compact table.
 #     VARIANTS="make pagealloc ..." picks some; CYCLE_ARGS="-live .. -keep .."
 #     passes flags on.
 #  Set ARENA=0 to skip part 2.
@@ -28,7 +31,11 @@ variants=(${VARIANTS:-make make-free libc jemalloc tcmalloc mimalloc pagealloc p
 : >"$out/cycle.log"
 for r in $(seq "$runs"); do
 	for v in "${variants[@]}"; do
+		table=
 		case $v in
+		*-slices) table=-table=slices ;;
+		esac
+		case ${v%-slices} in
 		jemalloc) pre=$lib/libjemalloc.so.2 a=libc ;;
 		tcmalloc) pre=$lib/libtcmalloc_minimal.so.4 a=libc ;;
 		mimalloc) pre=$lib/libmimalloc.so.2 a=libc ;;
@@ -38,7 +45,7 @@ for r in $(seq "$runs"); do
 		*) pre= a=$v ;;
 		esac
 		echo "== run $r $v" >>"$out/cycle.log"
-		LD_PRELOAD=$pre "$out/cycle" -alloc=$a -rounds 2 -pause 5s -seed "$r" ${CYCLE_ARGS:-} |
+		LD_PRELOAD=$pre "$out/cycle" -alloc=$a $table -rounds 2 -pause 5s -seed "$r" ${CYCLE_ARGS:-} |
 			sed "s/^summary\talloc=[a-z]*/summary\tvariant=$v/" >>"$out/cycle.log"
 	done
 done

@@ -735,43 +735,55 @@ def file_addresses(profile):
 
 class Symbolizer:
     """Names for a profile's locations: {location id: [function name, ...]},
-    innermost first (inlined frames before the function they sit in)."""
+    innermost first (inlined frames before the function they sit in), and
+    the same frames with their files and lines: {location id: [(name, file,
+    line), ...]} (file None and line 0 where not known)."""
 
     def __init__(self, profile, use_addr2line=True):
         self.profile = profile
         self.use_addr2line = use_addr2line
         self.names = {}
+        self.frames = {}
         self._symbolize()
+        self.names = {i: [f[0] for f in fr] for i, fr in self.frames.items()}
 
     def _symbolize(self):
         p = self.profile
         for loc in p.location:
             if loc.line:
-                self.names[loc.id] = [self._function_name(ln) for ln in loc.line]
+                self.frames[loc.id] = [self._frame(ln) for ln in loc.line]
         by_file, fallback = file_addresses(p)
         for loc_id, name in fallback.items():
-            self.names[loc_id] = [name]
+            self.frames[loc_id] = [(name, None, 0)]
         if not self.use_addr2line:
             return
         for path, addrs in by_file.items():
-            found = addr2line(path, sorted(set(addrs.values())))
+            found = addr2line_frames(path, sorted(set(addrs.values())))
             for loc_id, addr in addrs.items():
                 frames = found.get(addr)
-                if not frames:
+                if not frames or all(name is None for name, _, _ in frames):
                     continue
-                self.names[loc_id] = [f if f is not None else fallback[loc_id] for f in frames]
+                self.frames[loc_id] = [(n, f, l) if n is not None else (fallback[loc_id], None, 0)
+                                       for n, f, l in frames]
 
-    def _function_name(self, ln):
+    def _frame(self, ln):
         f = self.profile.functions.get(ln.function_id)
         if f is None:
-            return "function#%d" % ln.function_id
-        return f.name or f.system_name or "function#%d" % f.id
+            return ("function#%d" % ln.function_id, None, 0)
+        return (f.name or f.system_name or "function#%d" % f.id, f.filename or None, ln.line)
 
     def stack(self, sample):
         """A sample's function names, innermost first."""
         out = []
         for i in sample.location_id:
             out.extend(self.names[i])
+        return out
+
+    def stack_frames(self, sample):
+        """A sample's (name, file, line) frames, innermost first."""
+        out = []
+        for i in sample.location_id:
+            out.extend(self.frames[i])
         return out
 
 
@@ -853,11 +865,7 @@ def sites(profile, symbolizer, depth=None):
     for sm in profile.sample:
         stack = tuple(symbolizer.stack(sm))
         if depth is not None:
-            # The C library's frames below main (__libc_start_call_main...)
-            # say nothing about who holds the memory.
-            if "main" in stack:
-                stack = stack[:stack.index("main") + 1]
-            stack = stack[:depth]
+            stack = report_stack(symbolizer.stack_frames(sm), depth)
         site = by_stack.get(stack)
         if site is None:
             site = by_stack[stack] = Site(stack)
@@ -865,6 +873,52 @@ def sites(profile, symbolizer, depth=None):
             setattr(site, t, getattr(site, t) + sm.value[i])
     return sorted(by_stack.values(),
                   key=lambda s: (-s.inuse_space, -s.inuse_objects, s.stack))
+
+
+# A C function called from Go (cgo) has, between it and the Go function that
+# called it, cgo's plumbing: the C wrapper cgo writes (_cgo_HASH_Cfunc_f),
+# the runtime's switch to the thread's stack (runtime.asmcgocall, cgocall)
+# and the Go stub (pkg._Cfunc_f); and a block from the Go package's Calloc
+# has its C side (gopa_calloc, pkg.sysCalloc). A leak report leaves them out.
+CGO_PLUMBING = re.compile(r"_cgo_[0-9a-f]+_C2?func_.*|runtime\.(asmcgocall|cgocall)(\.abi0)?"
+                          r"|.*\._C2?func_.*|gopa_calloc|.*/pagealloc/go\.sysCalloc")
+
+GO_CLOSURE = re.compile(r".*\.func\d+")
+
+# The outermost frame a leak report shows: C's main (the C library's frames
+# below it, __libc_start_call_main..., say nothing about who holds the
+# memory), or Go's (runtime.main, runtime.goexit below it).
+OUTERMOST = ("main", "main.main")
+
+
+def report_stack(frames, depth):
+    """A leak report's site: the first DEPTH names of a sample's frames
+    ((name, file, line), innermost first), cgo's plumbing left out (and
+    the closure cgo wraps a call passing a Go pointer in, and a function's
+    frame repeated under its name for what was inlined into it), up to
+    main; a Go function (its file ends in .go) with its file's base name and
+    line: "main.load (load.go:42)"."""
+    names = []
+    for i, (name, file, line) in enumerate(frames):
+        if CGO_PLUMBING.fullmatch(name):
+            continue
+        # cgo's check of a Go pointer passed to C wraps the call in a
+        # closure, F.func1, on F's own line.
+        nxt = frames[i + 1] if i + 1 < len(frames) else None
+        if nxt and GO_CLOSURE.fullmatch(name) and name.rsplit(".", 1)[0] == nxt[0] \
+                and (file, line) == nxt[1:]:
+            continue
+        # A Go function inlined into another is named by addr2line as the
+        # one it sits in, at the inlined one's file: one frame.
+        if nxt and name == nxt[0] and file != nxt[1]:
+            continue
+        if file and file.endswith(".go") and line:
+            names.append("%s (%s:%d)" % (name, os.path.basename(file), line))
+        else:
+            names.append(name)
+        if name in OUTERMOST or len(names) == depth:
+            break
+    return tuple(names)
 
 
 def describe(path):

@@ -194,7 +194,34 @@ def totals(m):
     t["large_objects"], t["large_free_objects"] = m["large_objects"], m["large_free_objects"]
     d = defrag_spans(m)
     t["defrag_spans"], t["defrag_bytes"] = len(d), sum(s[2] for s in d) * ps
+    t.update(huge_occupancy(m))
     return t
+
+
+HUGE_PAGE = 2 << 20  # x86-64's (the heap map does not record it)
+IN_USE = ("small", "large", "large_free", "other")  # heap_inuse's pages
+
+
+def huge_occupancy(m):
+    """How the pages in use sit in 2 MiB huge pages: huge_touched (huge
+    pages with a page in use), huge_fewest (the fewest that could hold
+    them), huge_dense (at least 15/16 in use: what the scavenger collapses)
+    and huge_eighths (touched huge pages by eighths of their pages in use,
+    the last bin counting full ones too)."""
+    hp = max(1, HUGE_PAGE // m["page_size"])
+    touched = dense = inuse = 0
+    eighths = [0] * 8
+    for c in m["chunks"]:
+        pages = c["pages"]
+        for h0 in range(0, len(pages), hp):
+            u = sum(1 for pg in pages[h0:h0 + hp] if pg.kind in IN_USE)
+            inuse += u
+            if u:
+                touched += 1
+                eighths[min(7, u * 8 // hp)] += 1
+            dense += u >= hp - hp // 16
+    return {"huge_touched": touched, "huge_fewest": -(-inuse // hp), "huge_dense": dense,
+            "huge_eighths": eighths}
 
 
 # ---- drawing ---------------------------------------------------------------
@@ -286,6 +313,9 @@ def legend_lines(t):
                    (t["chunks"], human(t["heap_sys"]), human(t["heap_inuse"]),
                     human(t["bytes"]["released"]))))
     lines.append((None, "in huge pages the scavenger collapsed: %s" % human(t["huge_bytes"])))
+    lines.append((None, "2 MiB huge pages with pages in use: %d (the fewest that could hold them: "
+                  "%d); dense, 15/16 in use: %d" % (t["huge_touched"], t["huge_fewest"],
+                                                    t["huge_dense"])))
     return lines
 
 

@@ -39,8 +39,9 @@ import pagealloc_stat
 FIGURES = ("heap_sys heap_inuse heap_alloc heap_idle heap_released span_released heap_usage "
            "max_fragmentation live_objects large_objects large_bytes thread_caches "
            "cached_bytes stashed_bytes scavenger_cpu_ns released_total release_calls "
-           "cache_free metadata memory_limit limit_overruns updates stories huge_bytes "
-           "huge_collapses huge_splits").split()
+           "cache_free metadata memory_limit limit_overruns updates stories partial_spans "
+           "partial_free_bytes huge_bytes huge_collapses huge_splits memory_limit_auto "
+           "cgroup_version cgroup_limit cgroup_other memory_pressure").split()
 COLUMNS = ["time_s", "rss"] + FIGURES
 
 PLOT_USAGE = """usage: pagealloc plot FILE.csv -o FILE.png|.svg [--title TEXT]

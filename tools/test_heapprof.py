@@ -358,6 +358,42 @@ class Reports(unittest.TestCase):
             "640 B in 10 objects from leak_it <- main",
         ])
 
+    def test_a_c_function_called_from_go_is_named_with_its_go_caller_and_line(self):
+        # A malloc in C code a Go program called through cgo, as the library
+        # samples it (stack.c crosses into the Go frames): cgo's wrapper, the
+        # runtime's switch of stacks, the Go stub and the pointer-check
+        # closure are left out; Go's frames carry file:line; runtime.main
+        # and below are cut at main.main. A Calloc block's C side goes too.
+        b = Builder()
+        b.mapping(1, 0x400000, 0x600000, 0, "/usr/bin/goprog", "abc123")
+        frames = [("copyRecord", "/src/cgoleak/main.go", 19),
+                  ("_cgo_8a1b2c3d4e5f_Cfunc_copyRecord", "/tmp/go-build/cgo-gcc-prolog", 60),
+                  ("runtime.asmcgocall.abi0", "/usr/lib/go/src/runtime/asm_amd64.s", 844),
+                  ("runtime.cgocall", "/usr/lib/go/src/runtime/cgocall.go", 158),
+                  ("main._Cfunc_copyRecord", "_cgo_gotypes.go", 41),
+                  ("main.leakRecords.func1", "/src/cgoleak/main.go", 45),
+                  ("main.leakRecords", "/src/cgoleak/main.go", 45),
+                  ("main.main", "/src/cgoleak/main.go", 56),
+                  ("runtime.main", "/usr/lib/go/src/runtime/proc.go", 250),
+                  ("gopa_calloc", "gopa.c", 47),
+                  ("github.com/libpagealloc/pagealloc/go.sysCalloc", "/src/go/cgo.go", 35),
+                  # sysCalloc inlined into Calloc, as addr2line names it
+                  ("github.com/libpagealloc/pagealloc/go.Calloc", "/src/go/cgo.go", 37),
+                  ("github.com/libpagealloc/pagealloc/go.Calloc", "/src/go/pagealloc.go", 140)]
+        for i, (name, file, line) in enumerate(frames, 1):
+            b.function(i, name, file)
+            b.location(i, 0x401000 + 0x100 * i, 1, [(i, line)])
+        b.sample([1, 2, 3, 4, 5, 6, 7, 8, 9], [64, 64 << 16, 64, 64 << 16])
+        b.sample([10, 2, 3, 4, 5, 11, 12, 13, 7, 8, 9], [1, 100, 1, 100])
+        path = write(self.dir, "heap.9.0001.final.pb.gz", bytes(b))
+        p = heapprof.read(path)
+        self.assertEqual(heapprof.leak_report(path, p, heapprof.Symbolizer(p))[1:3], [
+            "4.0 MiB in 64 objects from copyRecord (main.go:19) <- main.leakRecords (main.go:45)"
+            " <- main.main (main.go:56)",
+            "100 B in 1 object from github.com/libpagealloc/pagealloc/go.Calloc (pagealloc.go:140)"
+            " <- main.leakRecords (main.go:45) <- main.main (main.go:56)",
+        ])
+
     def test_leak_report_same_from_unpacked_and_plain_files(self):
         a = write(self.dir, "heap.1.0001.final.pb.gz", named_profile(packed=True))
         b = write(self.dir, "heap.1.0002.final.pb", named_profile(packed=False), compress=False)

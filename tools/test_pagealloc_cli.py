@@ -25,6 +25,7 @@ Run: python3 tools/test_pagealloc_cli.py build/pagealloc build/live_target.
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -328,6 +329,17 @@ class TimelineTest(unittest.TestCase):
             self.assertGreater(r["rss"], 0)
             self.assertEqual([r[k] for k in pagealloc_timeline.FIGURES],
                              [None] * len(pagealloc_timeline.FIGURES))
+
+    def test_columns_are_the_live_file_s_figures(self):
+        # Every figure the library publishes (src/live.c's figure_names, in
+        # its order) is a column, but rss, which the kernel gives.
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "live.c")
+        with open(src) as f:
+            text = f.read()
+        body = text[text.index("figure_names[] = {"):]
+        body = body[:body.index("};")]
+        names = re.findall(r'"([a-z_0-9]+)"', body)
+        self.assertEqual(list(pagealloc_timeline.FIGURES), [n for n in names if n != "rss"])
 
     def test_ticks(self):
         cases = [  # (highest value, at most n intervals, the ticks)

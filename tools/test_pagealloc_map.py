@@ -112,6 +112,24 @@ class MapTest(unittest.TestCase):
         self.assertEqual(t["heap_inuse"], (3 + 40 + 4 + 1) * 8192)
         self.assertEqual((t["small_objects"], t["large_objects"], t["large_free_objects"]),
                          (257, 2, 1))
+        # Pages in use by huge page: chunk 0's low one 16 (the cached two
+        # are free), its high one 12, chunk 1's low one 20: 48 pages, which
+        # one huge page of 256 could hold; none dense.
+        self.assertEqual((t["huge_touched"], t["huge_fewest"], t["huge_dense"]), (3, 1, 0))
+        self.assertEqual(t["huge_eighths"], [3, 0, 0, 0, 0, 0, 0, 0])
+
+    def test_huge_occupancy_counts_dense_and_by_eighths(self):
+        P = pm.Page
+        # Huge page 0: 250 of 256 in use (dense: 240 and up); 1: 128 (half);
+        # 2: one page; 3: none.
+        pages = ([P("small", 1, 0, 1, 512)] * 250 + [P("free", 0, 0, 0, 0)] * 6 +
+                 [P("large", 0, 0, 0, 0)] * 128 + [P("released", 0, 0, 0, 0)] * 128)
+        pages2 = [P("other", 0, 0, 0, 0)] + [P("cached", 0, 0, 0, 0)] * 511
+        m = {"page_size": 8192, "chunks": [{"base": BASE, "pages": pages},
+                                           {"base": BASE + CHUNK, "pages": pages2}]}
+        self.assertEqual(pm.huge_occupancy(m), {
+            "huge_touched": 3, "huge_fewest": 2, "huge_dense": 1,
+            "huge_eighths": [1, 0, 0, 0, 1, 0, 0, 1]})
 
     def test_defrag_spans_follow_the_contracts_rule(self):
         # Class 1 (512 objects a page): partial spans with 1, 1, 60 and 400 in
