@@ -20,9 +20,6 @@
 #define SWEEP_SHARE 32u
 #define SWEEP_MIN ((size_t)1 << 20)
 #define SWEEP_SPANS 64u
-/* A span inside a huge page the scavenger collapsed is swept only once it
- * has been idle this long (ms): releasing its pages splits the huge page. */
-#define SWEEP_HUGE_IDLE_MS 60000u
 /* How often the stashes give back what they did not use (ms). */
 #define SWEEP_STASH_DECAY_MS 250u
 
@@ -68,9 +65,6 @@ static uint32_t age_units(uint32_t ms)
 	return u > UINT16_MAX ? UINT16_MAX : u;
 }
 
-/* What a release costs a sweep step's budget, in looks at the page heap. */
-#define HUGE_LOOKS 4u
-
 /* Serialises sweeps (and their cursor); taken before any central lock. */
 static pa_lock sweep_lock = PA_LOCK_INIT;
 
@@ -82,32 +76,22 @@ size_t sweep_spans(uint32_t now, uint32_t min_age, unsigned max_spans)
 	/* Ages in the records' unit (span.h), rounded up: a span is swept once
 	 * its age, to within one unit, is min_age. */
 	uint32_t age_min = age_units(min_age);
-	const uint32_t huge_age_min = min_age == 0 ? 0 : age_units(SWEEP_HUGE_IDLE_MS);
 	const uint16_t now_unit = (uint16_t)(now >> PA_SPAN_AGE_SHIFT);
 	int lazy = !pages_release_zeroes();
-	/* Spans in collapsed huge pages: each look costs a page heap lock,
-	 * counted against the step's budget (a release counts HUGE_LOOKS). */
+	/* A release inside a huge page the scavenger collapsed splits it: the
+	 * page heap is told, so that its count stays the kernel's. */
 	const int huge_heap = pages_huge_count() != 0;
 	size_t done = 0;
-	size_t budget = (size_t)max_spans * HUGE_LOOKS;
+	unsigned spans = 0;
 	lock_acquire(&sweep_lock);
-	for (unsigned k = 0; k < PA_SC_NUM_CLASSES - 1 && budget >= HUGE_LOOKS; k++) {
+	for (unsigned k = 0; k < PA_SC_NUM_CLASSES - 1 && spans < max_spans; k++) {
 		struct pa_central *c = &central[cursor];
 		lock_acquire(&c->lock);
 		for (unsigned b = 0; b < CENTRAL_BUCKETS * (c->dirty != 0); b++)
-			for (struct pa_span *s = c->partial[b]; s != NULL && budget >= HUGE_LOOKS;
+			for (struct pa_span *s = c->partial[b]; s != NULL && spans < max_spans;
 			     s = s->next) {
-				uint16_t age = (uint16_t)(now_unit - s->gave_epoch);
-				if (!s->dirty || age < age_min)
+				if (!s->dirty || (uint16_t)(now_unit - s->gave_epoch) < age_min)
 					continue;
-				const size_t bytes = s->npages * PA_PAGE_SIZE;
-				int huge = 0;
-				if (huge_heap && age < huge_age_min) {
-					budget--;
-					huge = pages_huge_in(span_base(s), bytes, 0);
-					if (huge)
-						continue; /* still dirty: looked at again later */
-				}
 				__atomic_store_n(&s->dirty, 0, __ATOMIC_RELAXED);
 				c->dirty--;
 				uint32_t m = (size_t)s->nfree * span_size(s) < PA_SPAN_RELPAGE
@@ -116,14 +100,14 @@ size_t sweep_spans(uint32_t now, uint32_t min_age, unsigned max_spans)
 				if (m == 0)
 					continue;
 				if (huge_heap)
-					pages_huge_in(span_base(s), bytes, 1);
+					pages_huge_in(span_base(s), s->npages * PA_PAGE_SIZE, 1);
 				unsigned n = release_pages(s, m, lazy);
 				c->rel_pages += n;
 				done += n;
-				budget -= budget >= HUGE_LOOKS ? HUGE_LOOKS : budget;
+				spans++;
 			}
 		lock_release(&c->lock);
-		if (budget >= HUGE_LOOKS)
+		if (spans < max_spans)
 			cursor = cursor + 1 < PA_SC_NUM_CLASSES ? cursor + 1 : 1;
 	}
 	lock_release(&sweep_lock);

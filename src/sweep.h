@@ -45,10 +45,9 @@ struct pa_span_spares;
  * Release the 4 KiB pages inside partly free spans that hold no object out
  * of the span (span.h), in spans that got an object back at least min_age
  * epochs (ms) before `now` and were not swept since; at most max_spans
- * spans get a release, from where the previous call stopped. A span inside
- * a huge page the scavenger collapsed waits a minute's idleness
- * (SWEEP_HUGE_IDLE_MS), since its release splits the huge page, unless
- * min_age is 0 (an explicit trim: everything now). Returns bytes released.
+ * spans get a release, from where the previous call stopped. A release
+ * inside a huge page the scavenger collapsed splits it, and the page heap
+ * counts the split. Returns bytes released.
  */
 size_t sweep_spans(uint32_t now, uint32_t min_age, unsigned max_spans);
 
