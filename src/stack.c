@@ -195,8 +195,10 @@ static void cache_insert(const struct cache_set *set, uintptr_t ip, uintptr_t ta
 			free_slot = e;
 	}
 	if (free_slot == NULL) {
-		free_slot = &set->t[set->first];
-		__atomic_fetch_add(&cache_evictions, 1, __ATOMIC_RELAXED);
+		/* The victim turns round the probes: two hot addresses with one
+		 * home slot would otherwise evict each other at every walk. */
+		uint64_t n = __atomic_fetch_add(&cache_evictions, 1, __ATOMIC_RELAXED);
+		free_slot = &set->t[(set->first + (uint32_t)(n % STACK_CACHE_PROBES)) & set->mask];
 	} else {
 		__atomic_fetch_add(&cache_used, 1, __ATOMIC_RELAXED);
 	}
