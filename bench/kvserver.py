@@ -317,12 +317,18 @@ def glibc_shim(out):
     return so
 
 
-def turnover_run(name, binary, preload, rnd, a, out):
+def preloaded_server(name, binary, preload, rnd, out):
+    """SERVER started with PRELOAD (None: none) in its environment, and its
+    log (NAME-ROUND.log in out), which the caller closes."""
     env = dict(os.environ)
     if preload:
         env["LD_PRELOAD"] = preload
     log = open(os.path.join(out, "%s-%d.log" % (name, rnd)), "w")
-    s = Server(binary, free_port(), log, env=env)
+    return Server(binary, free_port(), log, env=env), log
+
+
+def turnover_run(name, binary, preload, rnd, a, out):
+    s, log = preloaded_server(name, binary, preload, rnd, out)
     rng = random.Random(a.seed)
     # One value per size, shared: what the server copies is what counts.
     values = [b"x" * n for n in range(401)]
@@ -383,11 +389,7 @@ def anon_huge(pid):
 
 
 def gets_run(name, binary, preload, rnd, a, out):
-    env = dict(os.environ)
-    if preload:
-        env["LD_PRELOAD"] = preload
-    log = open(os.path.join(out, "%s-%d.log" % (name, rnd)), "w")
-    s = Server(binary, free_port(), log, env=env)
+    s, log = preloaded_server(name, binary, preload, rnd, out)
     r = {}
     try:
         t0 = time.time()

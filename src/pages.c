@@ -657,46 +657,46 @@ int pages_release_zeroes(void)
 	return __atomic_load_n(&default_scav.conf.lazy, __ATOMIC_RELAXED) == 0;
 }
 
-int pages_huge_in(uintptr_t addr, size_t bytes, int split)
+/* The node heap whose ranges hold addr, its lock held; NULL (no lock) when
+ * none does or the heap is not built. */
+static struct pa_pageheap *heap_holding_locked(uintptr_t addr)
 {
 	if (__atomic_load_n(&default_state, __ATOMIC_ACQUIRE) != HEAP_READY)
-		return 0;
+		return NULL;
 	for (unsigned n = 0; n < numa.nodes; n++) {
 		struct pa_pageheap *h = &node_heaps[n];
 		lock_acquire(&h->lock);
-		int huge = -1;
-		if (pageheap_contains_locked(h, addr)) {
-			huge = pageheap_huge_at_locked(h, addr, split);
-			if (h->hp_pages != 0 &&
-			    (addr ^ (addr + bytes - 1)) >= (uintptr_t)h->hp_pages * PA_PAGE_SIZE)
-				huge |= pageheap_huge_at_locked(h, addr + bytes - 1, split);
-		}
+		if (pageheap_contains_locked(h, addr))
+			return h;
 		lock_release(&h->lock);
-		if (huge >= 0)
-			return huge;
 	}
-	return 0;
+	return NULL;
+}
+
+int pages_huge_in(uintptr_t addr, size_t bytes, int split)
+{
+	struct pa_pageheap *h = heap_holding_locked(addr);
+	if (h == NULL)
+		return 0;
+	int huge = pageheap_huge_at_locked(h, addr, split);
+	if (h->hp_pages != 0 &&
+	    (addr ^ (addr + bytes - 1)) >= (uintptr_t)h->hp_pages * PA_PAGE_SIZE)
+		huge |= pageheap_huge_at_locked(h, addr + bytes - 1, split);
+	lock_release(&h->lock);
+	return huge;
 }
 
 int pages_count_collapsed(uintptr_t addr, unsigned hp_pages)
 {
-	if (__atomic_load_n(&default_state, __ATOMIC_ACQUIRE) != HEAP_READY)
+	struct pa_pageheap *h = heap_holding_locked(addr);
+	if (h == NULL)
 		return 0;
-	for (unsigned n = 0; n < numa.nodes; n++) {
-		struct pa_pageheap *h = &node_heaps[n];
-		lock_acquire(&h->lock);
-		int r = -1;
-		if (pageheap_contains_locked(h, addr)) {
-			if (h->hp_pages == 0)
-				h->hp_pages = hp_pages;
-			r = pageheap_collapse_done_locked(
-			    h, PA_ALIGN_DOWN(addr, (uintptr_t)h->hp_pages * PA_PAGE_SIZE));
-		}
-		lock_release(&h->lock);
-		if (r >= 0)
-			return r;
-	}
-	return 0;
+	if (h->hp_pages == 0)
+		h->hp_pages = hp_pages;
+	int r = pageheap_collapse_done_locked(
+	    h, PA_ALIGN_DOWN(addr, (uintptr_t)h->hp_pages * PA_PAGE_SIZE));
+	lock_release(&h->lock);
+	return r;
 }
 
 size_t pages_huge_count(void)
