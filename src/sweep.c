@@ -58,13 +58,6 @@ static unsigned release_pages(struct pa_span *s, uint32_t m, int lazy)
 	return bits_popcount(done);
 }
 
-/* ms in gave_epoch's units (span.h), rounded up and capped at its range. */
-static uint32_t age_units(uint32_t ms)
-{
-	uint32_t u = (ms >> PA_SPAN_AGE_SHIFT) + ((ms & ((1u << PA_SPAN_AGE_SHIFT) - 1)) != 0);
-	return u > UINT16_MAX ? UINT16_MAX : u;
-}
-
 /* Serialises sweeps (and their cursor); taken before any central lock. */
 static pa_lock sweep_lock = PA_LOCK_INIT;
 
@@ -73,9 +66,13 @@ size_t sweep_spans(uint32_t now, uint32_t min_age, unsigned max_spans)
 	static unsigned cursor = 1; /* the class to go on with */
 	if (vg_active() || os_page_size() != PA_SPAN_RELPAGE)
 		return 0;
-	/* Ages in the records' unit (span.h), rounded up: a span is swept once
-	 * its age, to within one unit, is min_age. */
-	uint32_t age_min = age_units(min_age);
+	/* Ages in the records' unit (gave_epoch's, span.h), rounded up and
+	 * capped at its range: a span is swept once its age, to within one
+	 * unit, is min_age. */
+	uint32_t age_min =
+	    (min_age >> PA_SPAN_AGE_SHIFT) + ((min_age & ((1u << PA_SPAN_AGE_SHIFT) - 1)) != 0);
+	if (age_min > UINT16_MAX)
+		age_min = UINT16_MAX;
 	const uint16_t now_unit = (uint16_t)(now >> PA_SPAN_AGE_SHIFT);
 	int lazy = !pages_release_zeroes();
 	/* A release inside a huge page the scavenger collapsed splits it: the
@@ -99,9 +96,11 @@ size_t sweep_spans(uint32_t now, uint32_t min_age, unsigned max_spans)
 				                 : sweepable(s);
 				if (m == 0)
 					continue;
-				if (huge_heap)
-					pages_huge_in(span_base(s), s->npages * PA_PAGE_SIZE, 1);
 				unsigned n = release_pages(s, m, lazy);
+				/* Counted once the kernel took the release: one
+				 * it refused splits nothing. */
+				if (huge_heap && n != 0)
+					pages_huge_in(span_base(s), s->npages * PA_PAGE_SIZE, 1);
 				c->rel_pages += n;
 				done += n;
 				spans++;

@@ -274,7 +274,8 @@ def leak_reports(o):
     written, the report is the raw profile's."""
     finals = prof_finals(o)
     if not finals:
-        err("no process left a final heap profile in %s" % o["prof_dir"])
+        err("no process left a final heap profile in %s (a Go program leaves one only when "
+            "its main ends with pagealloc.Exit)" % o["prof_dir"])
         return
     if not os.path.isfile(HEAPPROF):
         err("the leak report needs %s (missing); the heap profiles are in %s" %
