@@ -84,7 +84,8 @@ struct pa_span {
 	                      * for its life there. Relaxed atomic stores:
 	                      * pa_free's slow path reads it without a lock */
 	uint16_t fbump;      /* bump while relmap is 0, else 0: pa_free's fast path
-	                      * checks this alone */
+	                      * checks this alone, in the page map's copy
+	                      * (span_set_fbump) */
 	uint16_t nfree;      /* objects in the span (alloc bit 0) */
 	uint16_t bump;       /* objects at index >= bump were never handed out */
 	uint16_t scan;       /* every object below this index is out of the span */
