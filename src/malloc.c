@@ -1041,15 +1041,18 @@ static size_t __attribute__((noinline)) usable_size_other(void *p, const char *f
 
 size_t pa_malloc_usable_size_as(void *p, const char *func)
 {
-	/* pa_free's fast checks first (the thread's page-map leaf, no alloc
-	 * bit: block_check_as), out of the way of a frame: a program that
-	 * keeps count of its heap asks at every malloc and free (Redis's
-	 * zmalloc; the full check alone was 2.5% of a GET-bound server's CPU).
-	 * A block that fails them is checked in full, which names its fault. */
+	/* pa_free's fast checks first (the page map's entry in the thread's
+	 * leaf, no span record, no alloc bit: block_check_as), out of the way
+	 * of a frame: a program that keeps count of its heap asks at every
+	 * malloc and free (Redis's zmalloc; the full check alone was 2.5% of a
+	 * GET-bound server's CPU). What passes them is a small block of the
+	 * default heap, whose size is its class's (under memcheck no block
+	 * passes: no thread cache, no magics). A block that fails them is
+	 * checked in full, which names its fault. */
 	struct pa_span *s;
 	size_t cls;
 	if (__builtin_expect(block_check_as(p, &s, tcache_self, &cls, 1) < 0, 1))
-		return span_usable_of(s, p);
+		return pa_sizeclasses[cls].size;
 	return usable_size_other(p, func);
 }
 

@@ -1392,6 +1392,46 @@ static void the_sweep_counts_the_huge_page_it_splits(void **state)
 
 /* Exact lists and counts: no scavenger, and no heap-profile samples (a
  * sampled block leaves its list's object there, at random). */
+/* ---- malloc_usable_size's fast checks ----------------------------------------- */
+
+/* One block of every class (its size, and one byte less), the block at its
+ * span's start and its last carved: what each is asked for. */
+#define US_BLOCKS (2 * (PA_SC_NUM_CLASSES - 1))
+static void *us_blocks[US_BLOCKS];
+
+static void *usable_thread(void *arg)
+{
+	size_t *got = arg;
+	for (unsigned i = 0; i < US_BLOCKS; i++)
+		got[i] = pa_malloc_usable_size(us_blocks[i]);
+	return NULL;
+}
+
+static void usable_size_through_the_fast_checks_is_the_class_size(void **state)
+{
+	(void)state;
+	size_t here[US_BLOCKS], there[US_BLOCKS];
+	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
+		for (unsigned d = 0; d < 2; d++)
+			us_blocks[2 * (cls - 1) + d] = pa_malloc(pa_sizeclasses[cls].size - d);
+	for (unsigned i = 0; i < US_BLOCKS; i++)
+		here[i] = pa_malloc_usable_size(us_blocks[i]);
+	/* Another thread: its leaf is not this one's (free_leaf_miss). */
+	run_in_thread(usable_thread, there);
+	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
+		for (unsigned d = 0; d < 2; d++) {
+			unsigned i = 2 * (cls - 1) + d;
+			struct pa_span *s = pagemap_lookup((uintptr_t)us_blocks[i]);
+			assert_non_null(s);
+			/* The class the record says, not merely one that fits. */
+			TU_EQ(s->cls, cls);
+			TU_EQ(here[i], pa_sizeclasses[cls].size);
+			TU_EQ(there[i], pa_sizeclasses[cls].size);
+		}
+	for (unsigned i = 0; i < US_BLOCKS; i++)
+		pa_free(us_blocks[i]);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -1402,6 +1442,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    TU_TEST(the_sweep_counts_the_huge_page_it_splits),
+	    TU_TEST(usable_size_through_the_fast_checks_is_the_class_size),
 	    TU_TEST(first_refills_take_one_two_three_objects),
 	    TU_TEST(over_its_allowance_a_cache_gives_back_at_the_eighth_slow_path),
 	    TU_TEST(within_its_allowance_a_cache_keeps_what_it_holds),
