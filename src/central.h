@@ -197,9 +197,18 @@ struct pa_batch_stash {
 	 * which the decay and the stats look: relaxed atomic stores by the
 	 * decay, under the class's lock. */
 	uint32_t cap, cap_hi;
+	/* Slots CENTRAL_STASH_BASE and up (CENTRAL_STASH_MAX - CENTRAL_STASH_BASE),
+	 * then what the decay saw in them (as many): mapped at the class's
+	 * first growth, under its lock, before the cap grows past the base
+	 * (no mapping: it stays there); never unmapped. Kept out of .bss:
+	 * a program under an address-space limit (ulimit -v) would lose
+	 * 1.6 MiB of its room to the slots of every class. Read after an
+	 * acquire load of cap past the base. */
+	void **ext;
 	/* A batch's first object, or NULL; CAS NULL -> batch (release),
-	 * exchange -> NULL (acquire). */
-	void *slot[CENTRAL_STASH_MAX] __attribute__((aligned(64)));
+	 * exchange -> NULL (acquire). Slot k >= CENTRAL_STASH_BASE is ext's
+	 * k - CENTRAL_STASH_BASE. */
+	void *slot[CENTRAL_STASH_BASE] __attribute__((aligned(64)));
 } __attribute__((aligned(64)));
 
 extern struct pa_batch_stash central_stash[PA_SC_NUM_CLASSES] PA_HIDDEN;

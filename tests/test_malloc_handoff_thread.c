@@ -97,7 +97,7 @@ static void a_consumer_s_stashed_batches_go_whole_to_its_producer(void **state)
 	run_in_thread(turn_free, NULL);
 	TU_EQ(central_stash_batches(cls), TURN_STASHED);
 	unsigned n = 0;
-	for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++)
+	for (unsigned k = 0; k < CENTRAL_STASH_BASE; k++)
 		for (void **o = central_stash[cls].slot[k]; o != NULL; o = o[0])
 			turn_stashed[n++] = o;
 	TU_EQ(n, TURN_STASHED * 32u);
