@@ -37,7 +37,7 @@ struct pa_batch_stash central_stash[PA_SC_NUM_CLASSES];
  * how many of those were batches (relaxed atomic stores: a decay reads it
  * first without the lock, to pass over a class with nothing to look at):
  * under the class's lock. */
-static void *stash_seen[PA_SC_NUM_CLASSES][CENTRAL_STASH_BASE];
+static void *stash_seen[PA_SC_NUM_CLASSES][CENTRAL_STASH_MAX];
 static uint32_t stash_seen_n[PA_SC_NUM_CLASSES];
 
 /* Objects of s out of it (in use: live, cached or stashed). */
@@ -371,78 +371,11 @@ static unsigned take_from(struct pa_central *c, struct pa_span *s, unsigned want
 	return got;
 }
 
-/* Stash batches a class holds at most before it grows (CENTRAL_STASH_BASE,
- * PA_STASH_BYTES) and once grown (CENTRAL_STASH_MAX,
- * CENTRAL_STASH_GROWN_BYTES): central.h. */
-static unsigned stash_cap_base(unsigned cls)
-{
-	return stash_cap_of((size_t)central_batch(cls) * pa_sizeclasses[cls].size,
-	                    CENTRAL_STASH_BASE);
-}
-
-static unsigned stash_cap_grown(unsigned cls)
-{
-	size_t n =
-	    CENTRAL_STASH_GROWN_BYTES / ((size_t)central_batch(cls) * pa_sizeclasses[cls].size);
-	return n < CENTRAL_STASH_MAX ? (unsigned)n : CENTRAL_STASH_MAX;
-}
-
-/* A stored cap or cap_hi: 0 is the base. Acquire: past the base, ext is
- * mapped (central.h). */
-static inline unsigned cap_or_base(const uint32_t *v, unsigned cls)
-{
-	uint32_t c = __atomic_load_n(v, __ATOMIC_ACQUIRE);
-	return c != 0 ? c : stash_cap_base(cls);
-}
-
-#define STASH_EXT (CENTRAL_STASH_MAX - CENTRAL_STASH_BASE)
-
-/* Slot k of cls's stash, and what the decay saw in it (k below the cap or
- * cap_hi just loaded). */
-static inline void **slot_at(struct pa_batch_stash *st, unsigned k)
-{
-	return k < CENTRAL_STASH_BASE ? &st->slot[k] : &st->ext[k - CENTRAL_STASH_BASE];
-}
-
-static inline void **seen_at(unsigned cls, unsigned k)
-{
-	return k < CENTRAL_STASH_BASE ? &stash_seen[cls][k]
-	                              : &central_stash[cls].ext[STASH_EXT + k - CENTRAL_STASH_BASE];
-}
-
+/* Stash batches a class may hold (CENTRAL_STASH_MAX, PA_STASH_BYTES). */
 static unsigned stash_cap(unsigned cls)
 {
-	return cap_or_base(&central_stash[cls].cap, cls);
-}
-
-unsigned central_stash_cap(unsigned cls)
-{
-	return stash_cap(cls);
-}
-
-/* A give or a refill of cls's stash missed (central.h: missed). */
-static inline void stash_missed(struct pa_batch_stash *st, uint32_t bit)
-{
-	if (!(__atomic_load_n(&st->missed, __ATOMIC_RELAXED) & bit))
-		__atomic_fetch_or(&st->missed, bit, __ATOMIC_RELAXED);
-}
-
-/* The decay's resize of cls's stash (central.h); lock held. */
-static void stash_resize(unsigned cls)
-{
-	struct pa_batch_stash *st = &central_stash[cls];
-	uint32_t missed = __atomic_exchange_n(&st->missed, 0, __ATOMIC_RELAXED);
-	unsigned cap = stash_cap(cls), base = stash_cap_base(cls), grown = stash_cap_grown(cls);
-	if (missed == (CENTRAL_MISSED_FULL | CENTRAL_MISSED_EMPTY))
-		cap = 2 * cap < grown ? 2 * cap : grown;
-	else if (!(missed & CENTRAL_MISSED_FULL))
-		cap = cap / 2 > base ? cap / 2 : base;
-	if (cap > CENTRAL_STASH_BASE && st->ext == NULL &&
-	    os_alloc_once((void **)&st->ext, 2 * STASH_EXT * sizeof(void *), NULL) == NULL)
-		cap = CENTRAL_STASH_BASE; /* no room for more slots */
-	__atomic_store_n(&st->cap, cap, __ATOMIC_RELEASE);
-	if (cap > cap_or_base(&st->cap_hi, cls))
-		__atomic_store_n(&st->cap_hi, cap, __ATOMIC_RELEASE);
+	return stash_cap_of((size_t)central_batch(cls) * pa_sizeclasses[cls].size,
+	                    CENTRAL_STASH_MAX);
 }
 
 /* Free carve slot k of c; lock held. */
@@ -528,10 +461,9 @@ static void *stash_take(unsigned cls)
 		if (pass == 1 && __atomic_load_n(&st->empty, __ATOMIC_RELAXED))
 			break;
 		while (k-- > end) {
-			void **slot = slot_at(st, k);
-			if (__atomic_load_n(slot, __ATOMIC_RELAXED) == NULL)
+			if (__atomic_load_n(&st->slot[k], __ATOMIC_RELAXED) == NULL)
 				continue;
-			void *b = __atomic_exchange_n(slot, NULL, __ATOMIC_ACQUIRE);
+			void *b = __atomic_exchange_n(&st->slot[k], NULL, __ATOMIC_ACQUIRE);
 			if (b != NULL) {
 				__atomic_store_n(&st->top, k, __ATOMIC_RELAXED);
 				stash_mark(&st->full, 0);
@@ -541,7 +473,6 @@ static void *stash_take(unsigned cls)
 	}
 	__atomic_store_n(&st->top, 0, __ATOMIC_RELAXED);
 	stash_mark(&st->empty, 1);
-	stash_missed(st, CENTRAL_MISSED_EMPTY);
 	return NULL;
 }
 
@@ -559,10 +490,9 @@ static int stash_give(unsigned cls, void *b)
 			break;
 		for (; k < end; k++) {
 			void *empty = NULL;
-			void **slot = slot_at(st, k);
-			if (__atomic_load_n(slot, __ATOMIC_RELAXED) == NULL &&
-			    __atomic_compare_exchange_n(slot, &empty, b, 0, __ATOMIC_RELEASE,
-			                                __ATOMIC_RELAXED)) {
+			if (__atomic_load_n(&st->slot[k], __ATOMIC_RELAXED) == NULL &&
+			    __atomic_compare_exchange_n(&st->slot[k], &empty, b, 0,
+			                                __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
 				__atomic_store_n(&st->top, k + 1, __ATOMIC_RELAXED);
 				stash_mark(&st->empty, 0);
 				return 1;
@@ -570,7 +500,6 @@ static int stash_give(unsigned cls, void *b)
 		}
 	}
 	stash_mark(&st->full, 1);
-	stash_missed(st, CENTRAL_MISSED_FULL);
 	return 0;
 }
 
@@ -730,9 +659,9 @@ void central_adopt(struct pa_span *s, struct pa_span_spares *sp)
 
 unsigned central_stash_batches(unsigned cls)
 {
-	unsigned n = 0, hi = cap_or_base(&central_stash[cls].cap_hi, cls);
-	for (unsigned k = 0; k < hi; k++)
-		n += __atomic_load_n(slot_at(&central_stash[cls], k), __ATOMIC_RELAXED) != NULL;
+	unsigned n = 0;
+	for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++)
+		n += __atomic_load_n(&central_stash[cls].slot[k], __ATOMIC_RELAXED) != NULL;
 	return n;
 }
 
@@ -754,32 +683,25 @@ size_t central_stash_drain(int all, struct pa_span_spares *sp)
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
 		struct pa_central *c = &central[cls];
 		struct pa_batch_stash *st = &central_stash[cls];
+		void **seen = stash_seen[cls];
 		if (central_stash_batches(cls) == 0 &&
 		    __atomic_load_n(&stash_seen_n[cls], __ATOMIC_RELAXED) == 0 &&
-		    __atomic_load_n(&st->missed, __ATOMIC_RELAXED) == 0 &&
-		    __atomic_load_n(&st->cap, __ATOMIC_RELAXED) <= stash_cap_base(cls) &&
 		    __atomic_load_n(&c->frag_since, __ATOMIC_RELAXED) == FRAG_NO)
 			continue;
 		unsigned batch = central_batch(cls);
 		uint32_t seen_n = 0, top = 0;
 		lock_acquire(&c->lock);
 		frag_decay(c);
-		if (!all)
-			stash_resize(cls);
-		/* up to the most it ever held: a batch above a cap that shrank
-		 * goes to its spans at the next decay */
-		unsigned hi = cap_or_base(&st->cap_hi, cls);
-		for (unsigned k = 0; k < hi; k++) {
-			void **slot = slot_at(st, k), **seen = seen_at(cls, k);
-			void *b = __atomic_load_n(slot, __ATOMIC_RELAXED);
-			if (b != NULL && (all || b == *seen) &&
-			    __atomic_compare_exchange_n(slot, &b, NULL, 0, __ATOMIC_ACQUIRE,
+		for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++) {
+			void *b = __atomic_load_n(&st->slot[k], __ATOMIC_RELAXED);
+			if (b != NULL && (all || b == seen[k]) &&
+			    __atomic_compare_exchange_n(&st->slot[k], &b, NULL, 0, __ATOMIC_ACQUIRE,
 			                                __ATOMIC_RELAXED)) {
 				give_locked(c, b, batch, sp);
 				moved += batch;
 			}
-			*seen = __atomic_load_n(slot, __ATOMIC_RELAXED);
-			if (*seen != NULL) {
+			seen[k] = __atomic_load_n(&st->slot[k], __ATOMIC_RELAXED);
+			if (seen[k] != NULL) {
 				seen_n++;
 				top = k + 1;
 			}

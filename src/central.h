@@ -69,30 +69,11 @@ static inline unsigned central_batch(unsigned cls)
  * 71-82% with the whole look). Nothing else is read or written by both
  * threads.
  *
- * CENTRAL_STASH_BASE: 512 slots, so that the byte bound decides for the
+ * CENTRAL_STASH_MAX: 512 slots, so that the byte bound decides for the
  * small classes too (a 64-byte class's 1 MiB is 512 batches of 2 KiB): a
  * consumer that frees 4,096 objects at a time (xmalloc-test) overflowed 64.
- *
- * A stash too small for a class's swings grows (tcmalloc resizes its
- * transfer caches by their misses the same way). When between two decays
- * a give found the stash full and a refill found it empty, the stash was
- * too small for the hand-off: one side ran ahead for longer than it holds
- * (a consumer given the CPU for a time slice frees far more than 1 MiB of
- * 64-byte objects), what it could not hold went to the spans under the
- * class's lock, and the other side then refilled from the spans under the
- * same lock. Then the decay doubles the class's cap, up to
- * CENTRAL_STASH_GROWN_BYTES and CENTRAL_STASH_MAX slots; a period in which
- * no give found it full halves it, down to the base. xmalloc-test: a third
- * of the gives and refills of its 64-byte class missed at 1 MiB, a tenth at
- * 4 MiB. What the stash holds unused still goes to the spans at the decay
- * (the low-water mark above), so a grown cap keeps only batches that a
- * refill took within a period.
  */
-#define CENTRAL_STASH_BASE 512u
-#define CENTRAL_STASH_GROWN_BYTES (4 * PA_STASH_BYTES)
-/* The grown cap of a 64-byte class: CENTRAL_STASH_GROWN_BYTES of 2 KiB
- * batches. */
-#define CENTRAL_STASH_MAX 2048u
+#define CENTRAL_STASH_MAX 512u
 
 /* Thread caches that carve spans of their own, per class (central_take). */
 #define CENTRAL_CARVE_SLOTS 4u
@@ -187,28 +168,9 @@ struct pa_batch_stash {
 	 * give (empty); either skips the look past the hint that would read
 	 * every slot again. */
 	uint32_t full, empty;
-	/* Since the last decay, a give found the stash full (CENTRAL_MISSED_FULL)
-	 * or a refill found it empty (CENTRAL_MISSED_EMPTY): atomic or by the
-	 * thread that missed (once per period: read first), exchanged to 0 by
-	 * the decay. */
-	uint32_t missed;
-	/* The batches it holds at most now (0: the base, stash_cap_base in
-	 * central.c), and the most it ever held at most (0: the same), up to
-	 * which the decay and the stats look: relaxed atomic stores by the
-	 * decay, under the class's lock. */
-	uint32_t cap, cap_hi;
-	/* Slots CENTRAL_STASH_BASE and up (CENTRAL_STASH_MAX - CENTRAL_STASH_BASE),
-	 * then what the decay saw in them (as many): mapped at the class's
-	 * first growth, under its lock, before the cap grows past the base
-	 * (no mapping: it stays there); never unmapped. Kept out of .bss:
-	 * a program under an address-space limit (ulimit -v) would lose
-	 * 1.6 MiB of its room to the slots of every class. Read after an
-	 * acquire load of cap past the base. */
-	void **ext;
 	/* A batch's first object, or NULL; CAS NULL -> batch (release),
-	 * exchange -> NULL (acquire). Slot k >= CENTRAL_STASH_BASE is ext's
-	 * k - CENTRAL_STASH_BASE. */
-	void *slot[CENTRAL_STASH_BASE] __attribute__((aligned(64)));
+	 * exchange -> NULL (acquire). */
+	void *slot[CENTRAL_STASH_MAX] __attribute__((aligned(64)));
 } __attribute__((aligned(64)));
 
 extern struct pa_batch_stash central_stash[PA_SC_NUM_CLASSES] PA_HIDDEN;
@@ -300,13 +262,6 @@ struct central_occupancy {
 	size_t bucket_spans[CENTRAL_BUCKETS]; /* partial spans per list */
 };
 void central_occupancy(unsigned cls, struct central_occupancy *o);
-
-#define CENTRAL_MISSED_FULL 1u
-#define CENTRAL_MISSED_EMPTY 2u
-
-/* The batches class cls's stash holds at most now (above: it grows and
- * shrinks at the decays). */
-unsigned central_stash_cap(unsigned cls);
 
 /* Batches in class cls's stash, and the objects they hold (a count of its
  * full slots, exact while no other thread stashes or takes: for the stats). */

@@ -274,17 +274,6 @@ static void tcache_keep_budget(struct pa_tcache *tc)
 {
 	if ((++tc->slow & 7) != 0)
 		return;
-	/* A list holds at most its bound, so tc holds at most its bounds and
-	 * its large slots: while that is within PA_TC_RESERVE and the
-	 * allowance, its claim is PA_TC_RESERVE and nothing is over, as the
-	 * walk below would find (it read every class's counts: 1.6% of
-	 * xmalloc-test's samples, whose consumers take a slow path every 32
-	 * frees). */
-	size_t most = (size_t)tc->large.pages * PA_PAGE_SIZE + tc->bound_bytes;
-	if (most <= PA_TC_RESERVE && most <= tcache_allowance(tc)) {
-		claim_note(tc, most);
-		return;
-	}
 	size_t held = tcache_held(tc);
 	claim_note(tc, held);
 	size_t allowance = tcache_allowance(tc);

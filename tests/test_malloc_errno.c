@@ -180,10 +180,11 @@ static uint32_t stash_batches(unsigned cls)
 	return central_stash_batches(cls);
 }
 
-/* Batches the stash of cls holds at most now. */
+/* Batches the stash of cls holds at most (central.c's stash_cap). */
 static uint32_t stash_cap(unsigned cls)
 {
-	return central_stash_cap(cls);
+	return stash_cap_of((size_t)central_batch(cls) * pa_sizeclasses[cls].size,
+	                    CENTRAL_STASH_MAX);
 }
 
 static size_t large_stash_spans(void)

@@ -108,7 +108,7 @@ static int span_has_it_free(void *p)
 /* Is p in one of the batches stashed for class cls? */
 static int in_stash(unsigned cls, void *p)
 {
-	for (uint32_t k = 0; k < CENTRAL_STASH_BASE; k++)
+	for (uint32_t k = 0; k < CENTRAL_STASH_MAX; k++)
 		for (void **o = central_stash[cls].slot[k]; o != NULL; o = o[0])
 			if (o == p)
 				return 1;

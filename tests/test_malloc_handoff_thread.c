@@ -22,6 +22,7 @@
 #include "central.h"
 #include "pagealloc.h"
 #include "sizeclass_table.h"
+#include "stash.h"
 
 #define OBJ 64
 
@@ -97,7 +98,7 @@ static void a_consumer_s_stashed_batches_go_whole_to_its_producer(void **state)
 	run_in_thread(turn_free, NULL);
 	TU_EQ(central_stash_batches(cls), TURN_STASHED);
 	unsigned n = 0;
-	for (unsigned k = 0; k < CENTRAL_STASH_BASE; k++)
+	for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++)
 		for (void **o = central_stash[cls].slot[k]; o != NULL; o = o[0])
 			turn_stashed[n++] = o;
 	TU_EQ(n, TURN_STASHED * 32u);
@@ -126,7 +127,7 @@ static void a_stale_hint_still_finds_the_free_slots_and_the_batches(void **state
 {
 	(void)state;
 	unsigned cls = pa_size_to_class(OBJ);
-	uint32_t cap = central_stash_cap(cls);
+	uint32_t cap = stash_cap_of((size_t)central_batch(cls) * OBJ, CENTRAL_STASH_MAX);
 	TU_EQ(cap, 512);
 	pa_thread_cache_flush();
 	TU_EQ(central_stashed(cls), 0);
@@ -235,62 +236,6 @@ static void a_full_or_empty_stash_is_marked_until_the_other_side_comes(void **st
 	TU_EQ(class_spans(cls), spans);
 }
 
-static uint32_t missed_of(unsigned cls)
-{
-	return __atomic_load_n(&central_stash[cls].missed, __ATOMIC_RELAXED);
-}
-
-/* A give that found the stash full and a refill that found it empty in one
- * period between two decays (a producer's refills before its consumer's
- * overflows): the decay doubles the class's cap (512 -> 1024 batches of 64
- * bytes), and the 513 overflows of 514 batches then all stash. A miss of
- * one kind only keeps the cap (full) or halves it (empty); the batch left
- * above a halved cap goes to its spans with the others at the next decay
- * (unused for a period). */
-static void a_stash_found_full_and_empty_in_one_period_grows(void **state)
-{
-	(void)state;
-	unsigned cls = pa_size_to_class(OBJ);
-	pa_thread_cache_flush();
-	size_t spans = class_spans(cls);
-	/* The tests before may have grown the cap (to at most 2048 batches):
-	 * from there three periods with no give finding it full bring it back
-	 * to the base. */
-	for (unsigned k = 0; k < 3; k++)
-		central_stash_drain(0, NULL);
-	TU_EQ(central_stash_cap(cls), 512);
-	TU_EQ(missed_of(cls), 0);
-	run_in_thread(full_allocate, NULL); /* its refills find the stash empty */
-	TU_EQ(missed_of(cls), CENTRAL_MISSED_EMPTY);
-	central_stash_drain(0, NULL); /* empty only: halved, at the base */
-	TU_EQ(central_stash_cap(cls), 512);
-	run_in_thread(full_free, NULL);
-	TU_EQ(central_stash_batches(cls), 512);
-	TU_EQ(missed_of(cls), CENTRAL_MISSED_FULL);
-	central_stash_drain(0, NULL); /* full only: the cap stays */
-	TU_EQ(central_stash_cap(cls), 512);
-	TU_EQ(missed_of(cls), 0);
-	pa_thread_cache_flush();
-	run_in_thread(full_allocate, NULL);
-	run_in_thread(full_free, NULL);
-	TU_EQ(missed_of(cls), CENTRAL_MISSED_FULL | CENTRAL_MISSED_EMPTY);
-	central_stash_drain(0, NULL);
-	TU_EQ(central_stash_cap(cls), 1024);
-	TU_EQ(missed_of(cls), 0);
-	pa_thread_cache_flush();
-	run_in_thread(full_allocate, NULL);
-	run_in_thread(full_free, NULL);
-	TU_EQ(central_stash_batches(cls), 513);
-	TU_EQ(missed_of(cls), CENTRAL_MISSED_EMPTY);
-	central_stash_drain(0, NULL); /* empty only: halved */
-	TU_EQ(central_stash_cap(cls), 512);
-	central_stash_drain(0, NULL); /* every batch unused for a period */
-	TU_EQ(central_stash_batches(cls), 0);
-	TU_EQ(central_stash_cap(cls), 512);
-	pa_thread_cache_flush();
-	TU_EQ(class_spans(cls), spans);
-}
-
 /* ---- at once ---------------------------------------------------------------- */
 
 #if TU_UNDER_SANITIZER
@@ -372,7 +317,6 @@ int main(void)
 	    TU_TEST(a_consumer_s_stashed_batches_go_whole_to_its_producer),
 	    TU_TEST(a_stale_hint_still_finds_the_free_slots_and_the_batches),
 	    TU_TEST(a_full_or_empty_stash_is_marked_until_the_other_side_comes),
-	    TU_TEST(a_stash_found_full_and_empty_in_one_period_grows),
 	    TU_TEST(a_producer_and_its_consumer_hand_off_every_object_once),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
