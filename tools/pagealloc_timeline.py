@@ -10,7 +10,7 @@ every interval: a row of the time since CMD started, its RSS (VmRSS of
 waited on, at most 100 ms, then the figures copied under the sequence
 count). Only CMD itself is sampled, not the processes it starts. Until
 the process makes its live file (its scavenger thread starts once the heap
-has work: docs/design.md, *The scavenger's lazy start*; never with
+has work: docs/design/scavenger.md, *When the thread starts*; never with
 live=off) the heap columns are empty.
 
 The CSV has a header line, then a row per sample:

@@ -436,7 +436,7 @@ phase; wl-seed000 RSS <= glibc's at every step. Ratios: median of in-repetition 
 
 COMPARE_MISSED = """\
 Why each missed target is missed (profiled), what was tried, and what would close it:
-docs/design.md (What is not done yet), with the measurements in docs/log/ (one dated
+docs/design/not-done.md (What is not done yet), with the measurements in docs/log/ (one dated
 file per investigation). Single runs on this shared 2-vCPU VM move by 5-10% and more (wl-prodcons
 is bimodal), so a ratio within that of its target can flip between runs.
 """

@@ -31,8 +31,8 @@ mkdir "$tmp/one"
 cp "$tmp/err" "$tmp/one/report"
 stats_check "$tmp/one" sort
 
-# The scavenger thread starts once its heap has work (docs/design.md, *The
-# scavenger's lazy start*): sort's heap grows and gives pages back; seq 1 3
+# The scavenger thread starts once its heap has work (docs/design/scavenger.md,
+# *When the thread starts*): sort's heap grows and gives pages back; seq 1 3
 # does neither, and its report says the thread was not started.
 grep -q '^  thread  *running' "$tmp/err" ||
 	fail "sort: the scavenger did not start: $(grep '^  thread ' "$tmp/err")"
