@@ -1372,12 +1372,10 @@ static void the_sweep_counts_the_huge_page_it_splits(void **state)
 	pa_thread_cache_flush();
 }
 
-/* Exact lists and counts: no scavenger, and no heap-profile samples (a
- * sampled block leaves its list's object there, at random). */
 /* ---- malloc_usable_size's fast checks ----------------------------------------- */
 
-/* One block of every class (its size, and one byte less), the block at its
- * span's start and its last carved: what each is asked for. */
+/* Two blocks of every class (its size, and one byte less), asked for their
+ * usable size in this thread and in another. */
 #define US_BLOCKS (2 * (PA_SC_NUM_CLASSES - 1))
 static void *us_blocks[US_BLOCKS];
 
@@ -1414,6 +1412,8 @@ static void usable_size_through_the_fast_checks_is_the_class_size(void **state)
 		pa_free(us_blocks[i]);
 }
 
+/* Exact lists and counts: no scavenger, and no heap-profile samples (a
+ * sampled block leaves its list's object there, at random). */
 static int setup(void **state)
 {
 	(void)state;
