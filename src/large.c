@@ -27,6 +27,11 @@ static struct large_stash {
 	void *span[LARGE_STASH_MAX];
 } __attribute__((aligned(64))) large_stash[LARGE_STASH_PAGES + 1];
 
+/* Held by a drain from before its cut to after its last release: spans on
+ * their way to the page heap are neither stashed nor given back, and the
+ * stats (large_counts_lock) must not read them as live objects. */
+static pa_lock drain_lock;
+
 /* Count large objects and pages made (positive) or given back (negative)
  * by the calling thread: in its slots' deltas, or in the shared counters
  * when it has none (ls NULL). */
@@ -93,6 +98,7 @@ size_t large_stash_drain(int all, struct pa_large_slots *ls, struct pa_span_spar
 {
 	void *out[LARGE_STASH_MAX];
 	size_t moved = 0;
+	lock_acquire(&drain_lock);
 	for (size_t np = 1; np <= LARGE_STASH_PAGES; np++) {
 		struct large_stash *st = &large_stash[np];
 		if (__atomic_load_n(&st->n, __ATOMIC_RELAXED) == 0)
@@ -104,23 +110,35 @@ size_t large_stash_drain(int all, struct pa_large_slots *ls, struct pa_span_spar
 			large_release(out[k], ls, sp);
 		moved += n;
 	}
+	lock_release(&drain_lock);
 	return moved;
+}
+
+void large_counts_lock(int take)
+{
+	if (take)
+		lock_acquire(&drain_lock);
+	else
+		lock_release(&drain_lock);
 }
 
 void large_fork(enum pa_fork_phase phase)
 {
 	switch (phase) {
 	case PA_FORK_PREPARE:
+		lock_acquire(&drain_lock);
 		for (unsigned np = 1; np <= LARGE_STASH_PAGES; np++)
 			lock_acquire(&large_stash[np].lock);
 		break;
 	case PA_FORK_PARENT:
 		for (unsigned np = LARGE_STASH_PAGES; np > 0; np--)
 			lock_release(&large_stash[np].lock);
+		lock_release(&drain_lock);
 		break;
 	case PA_FORK_CHILD:
 		for (unsigned np = 1; np <= LARGE_STASH_PAGES; np++)
 			lock_init(&large_stash[np].lock);
+		lock_init(&drain_lock);
 		break;
 	}
 }

@@ -228,12 +228,18 @@ void large_slots_fold(struct pa_large_slots *ls);
 /* Spans and pages in the large stash (racy: for the stats). */
 void large_stashed(size_t *spans, size_t *pages);
 
+/* Take (take != 0) or release the drains' lock: between the two, no span is
+ * on its way from the stash to the page heap, so the held counts and the
+ * stash's agree (the stats read both under it, the thread caches' registry
+ * lock inside it). */
+void large_counts_lock(int take);
+
 /* Send stashed large spans to the page heap: all of them (all != 0), or
  * those the stash kept unused since the previous call (its low-water
  * mark). Returns spans moved. */
 size_t large_stash_drain(int all, struct pa_large_slots *ls, struct pa_span_spares *sp);
 
-/* The large stash's locks around fork. */
+/* The large stash's locks and the drains' around fork. */
 void large_fork(enum pa_fork_phase phase);
 
 #endif

@@ -32,7 +32,12 @@ int pa_malloc_stats(struct pa_malloc_stats *out)
 	}
 	memset(out, 0, sizeof(*out));
 	size_t held[PA_SC_NUM_CLASSES], slot_objects, slot_pages, ncaches, held_objects, held_pages;
+	/* The large counts with no drain between them (large.h). */
+	size_t stash_spans, stash_pages;
+	large_counts_lock(1);
 	tcache_totals(held, &slot_objects, &slot_pages, &ncaches, &held_objects, &held_pages);
+	large_stashed(&stash_spans, &stash_pages);
+	large_counts_lock(0);
 	out->thread_caches = ncaches;
 	out->nclasses = PA_SC_NUM_CLASSES;
 	size_t small_pages = 0;
@@ -61,9 +66,7 @@ int pa_malloc_stats(struct pa_malloc_stats *out)
 	}
 	/* Large: objects and pages held by large spans, less those waiting in
 	 * thread slots or the large stash (racy while threads free; exact when
-	 * they are quiet). */
-	size_t stash_spans, stash_pages;
-	large_stashed(&stash_spans, &stash_pages);
+	 * they are quiet, whatever the scavenger's drains do meanwhile). */
 	slot_objects += stash_spans;
 	slot_pages += stash_pages;
 	out->stashed_bytes += stash_pages * PA_PAGE_SIZE;

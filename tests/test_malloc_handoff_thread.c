@@ -305,6 +305,60 @@ static void a_producer_and_its_consumer_hand_off_every_object_once(void **state)
 	TU_EQ(m.classes[cls].objects, 0);
 }
 
+/* ---- the stats while another thread drains the large stash -------------------------------- */
+
+/* 5-page blocks (large: past PA_SC_MAX_SMALL). The first 4 freed stay in
+ * the thread's slots, the large stash keeps the other 20 spans (large.h), and
+ * a flush in another thread sends those to the page heap one by one. */
+#define DRAIN_BLOCKS 24u
+#define DRAIN_ROUNDS 300u
+
+static atomic_uint drain_asked, drain_done;
+
+static void *drain_each_round(void *arg)
+{
+	(void)arg;
+	for (unsigned r = 1; r <= DRAIN_ROUNDS; r++) {
+		while (atomic_load(&drain_asked) != r)
+			sched_yield();
+		pa_thread_cache_flush(); /* the stashes, all of them */
+		atomic_store(&drain_done, r);
+	}
+	return NULL;
+}
+
+/* Spans cut from the stash and not yet back in the page heap are neither
+ * stashed nor live: the stats, read all through the drain, count no live
+ * object and no stashed span that is not there. */
+static void a_drain_in_another_thread_never_shows_as_live_objects(void **state)
+{
+	(void)state;
+	pthread_t t;
+	assert_int_equal(pthread_create(&t, NULL, drain_each_round, NULL), 0);
+	size_t reads = 0, wrong = 0, worst = 0;
+	for (unsigned r = 1; r <= DRAIN_ROUNDS; r++) {
+		void *p[DRAIN_BLOCKS];
+		for (unsigned i = 0; i < DRAIN_BLOCKS; i++)
+			assert_non_null(p[i] = pa_malloc(5 * PA_PAGE_BYTES - 100));
+		for (unsigned i = 0; i < DRAIN_BLOCKS; i++)
+			pa_free(p[i]);
+		atomic_store(&drain_asked, r);
+		do {
+			struct pa_malloc_stats m;
+			assert_int_equal(pa_malloc_stats(&m), 0);
+			reads++;
+			if (m.live_objects != 0) {
+				wrong++;
+				worst = m.live_objects > worst ? m.live_objects : worst;
+			}
+		} while (atomic_load(&drain_done) != r);
+	}
+	assert_int_equal(pthread_join(t, NULL), 0);
+	if (wrong != 0)
+		fail_msg("%zu of %zu reads during drains counted live objects (up to %zu)", wrong,
+		         reads, worst);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -318,6 +372,7 @@ int main(void)
 	    TU_TEST(a_stale_hint_still_finds_the_free_slots_and_the_batches),
 	    TU_TEST(a_full_or_empty_stash_is_marked_until_the_other_side_comes),
 	    TU_TEST(a_producer_and_its_consumer_hand_off_every_object_once),
+	    TU_TEST(a_drain_in_another_thread_never_shows_as_live_objects),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
