@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 
 STEPS=(
 	"quick format     formatting: tools/format.sh --check"
-	"quick layers     layering: tools/check_layers.py (no cycle, no upward arrow) and its tests"
+	"quick layers     layering: tools/check_layers.py (no cycle, no upward arrow) and its tests; tools/check_links.py (every relative link of the docs leads to a file)"
 	"quick plain      plain build build/ (RelWithDebInfo): every ctest test (quick: stress rounds / 10)"
 	"quick report     report tool: tools/test_report.py (medians, ratios, targets, tables)"
 	"quick valkey     Valkey backend: tools/valkey/test_apply_valkey.py (the edits to a checkout)"
@@ -50,6 +50,7 @@ step_format() { tools/format.sh --check; }
 step_layers() {
 	python3 tools/check_layers.py
 	python3 tools/test_check_layers.py
+	python3 tools/check_links.py
 }
 
 # The quick check runs the long stress tests (fork with threads inside
