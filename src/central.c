@@ -137,8 +137,7 @@ static inline int drains(const struct pa_central *c, const struct pa_span *s, in
  * bump; lock held. */
 static inline void fbump_mark(const struct pa_central *c, struct pa_span *s, int frag)
 {
-	__atomic_store_n(&s->fbump, s->relmap != 0 || drains(c, s, frag) ? 0 : s->bump,
-	                 __ATOMIC_RELAXED);
+	span_set_fbump(s, s->relmap != 0 || drains(c, s, frag) ? 0 : s->bump);
 }
 
 /* The class's mark set (every span of the DRAIN_LISTS lowest lists marked:

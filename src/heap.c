@@ -124,7 +124,7 @@ static void list_remove(struct pa_span *s)
 static void mark(struct pa_heap *h, struct pa_span *s)
 {
 	__atomic_store_n(&s->heap_id, h->id, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->fbump, 0, __ATOMIC_RELAXED);
+	span_set_fbump(s, 0);
 	__atomic_store_n(&s->dirty, PA_SPAN_HEAPS, __ATOMIC_RELAXED);
 }
 

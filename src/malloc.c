@@ -471,8 +471,12 @@ free_sampled(struct pa_span *s, void *p, struct prof_sample *r)
 	(void)p;
 }
 
+/* Checked block p past the fast path (s: its span, or NULL when pa_free's
+ * fast checks did not look it up). */
 static void __attribute__((noinline)) free_slow(struct pa_span *s, void *p)
 {
+	if (s == NULL)
+		s = pagemap_lookup((uintptr_t)p);
 	if (s->cls != 0 || span_bit(s, 0)) {
 		struct prof_sample *r = s->cls == 0 ? span_sample(s) : NULL;
 		size_t usable = s->cls != 0 ? span_size(s)
@@ -496,12 +500,16 @@ static void __attribute__((noinline)) free_slow(struct pa_span *s, void *p)
 /* ---- checking a pointer -------------------------------------------------- */
 
 /* pa_free's page-map leaf for leaf index r when it is not the one the
- * thread's cache holds (tcache.h: leaf): the map's, or NULL. A real cache
- * then holds it (not a placeholder, which every thread reads). */
+ * thread's cache holds (tcache.h: leaf): the map's, or NULL, also for an
+ * index past the map (a pointer with bits above the 47th set: the fast
+ * checks read only the address's low 30 bits once its leaf is found). A
+ * real cache then holds it (not a placeholder, which every thread reads). */
 static inline struct pa_span **free_leaf_miss(struct pa_tcache *tc, uintptr_t r)
 {
+	if (r >= PA_PAGEMAP_LEAVES)
+		return NULL;
 	struct pa_span **leaf = pagemap_leaf(r);
-	if (leaf != NULL && r < PA_PAGEMAP_LEAVES && tc->max[1] != 0) {
+	if (leaf != NULL && tc->max[1] != 0) {
 		tc->leaf_r = r;
 		tc->leaf = leaf;
 	}
@@ -510,17 +518,21 @@ static inline struct pa_span **free_leaf_miss(struct pa_tcache *tc, uintptr_t r)
 
 /* Which check does block p fail? PA_OBJ_FOREIGN .. PA_OBJ_DOUBLE_FREE, or
  * -1 when it is a live block; *span gets its span. With `fast` (pa_free's
- * fast path, a constant): the page map's leaf is tc's when p is in its GiB
- * (else free_leaf_miss's), *cls gets the page's class byte, which the push
- * uses (it then waits for one load after p, not for the record), the lookup
- * skips its bound check (the checks after it are exact), the alloc bit is
- * not read (a load whose address depends on the object index cost ~5 ns
- * per pair, docs/design.md) and the bound is fbump, not bump: while no page
- * of the span is released the bump index and the free-key catch the same
+ * fast path, a constant) the checks read the page map's entry of p's page
+ * (pagemap.h: class, index in its span, fbump) in the leaf that tc holds
+ * when p is in its GiB (else free_leaf_miss's), and no span record: *span
+ * is NULL, *cls gets the class, which the push uses (it then waits for one
+ * load after p); the offset in the span is the page's offset and p's in
+ * its page, its index and exactness the class's magic's; the alloc bit is
+ * not read (a load whose address depends on the object index cost ~5 ns per
+ * pair, docs/design.md) and the bound is fbump, not bump: while no page of
+ * the span is released the bump index and the free-key catch the same
  * faults unless the freed block was written after the free (the bit is
  * checked again when the object returns to its span); after, fbump is 0
- * and every block fails. A block that fails the fast checks is checked
- * again without `fast` (free_other), which frees it or names its fault. */
+ * and every block fails, as does every block of a large object (class 0:
+ * its magic is 0) and any address on a page no span holds (an entry of
+ * zeros). A block that fails the fast checks is checked again without
+ * `fast` (free_other), which frees it or names its fault. */
 static inline __attribute__((always_inline)) int
 block_check_as(void *p, struct pa_span **span, struct pa_tcache *tc, size_t *cls, int fast)
 {
@@ -529,30 +541,44 @@ block_check_as(void *p, struct pa_span **span, struct pa_tcache *tc, size_t *cls
 	if (fast) {
 		struct pa_span **leaf = tc->leaf;
 		uintptr_t r = a >> PA_PAGEMAP_LEAF_SHIFT;
+		*span = NULL;
 		if (__builtin_expect(r != tc->leaf_r, 0)) {
 			leaf = free_leaf_miss(tc, r);
-			if (leaf == NULL) {
-				*span = NULL;
+			if (leaf == NULL)
 				return PA_OBJ_FOREIGN;
-			}
 		}
-		s = pagemap_leaf_lookup(leaf, a, cls);
-	} else {
-		s = pagemap_lookup(a);
+		size_t c = __atomic_load_n(
+		    &pagemap_leaf_classes(leaf)[(a >> PA_PAGE_SHIFT) & (PA_PAGEMAP_LEAF_LEN - 1)],
+		    __ATOMIC_RELAXED);
+		*cls = c;
+		uint16_t fbump = pagemap_leaf_fbump(leaf, a); /* first: no index kept */
+		uint32_t off = (uint32_t)(a & (PA_PAGE_SIZE - 1)) +
+		               (pagemap_leaf_page(leaf, a) << PA_PAGE_SHIFT);
+		uint32_t magic = tc->magic[c];
+		uint64_t x = (uint64_t)off * magic;
+		if (__builtin_expect((uint32_t)x >= magic, 0))
+			return PA_OBJ_INTERIOR;
+		/* The index in 16 bits: off is below the span's bytes. */
+		_Static_assert(PA_SC_MAX_PAGES * PA_PAGE_SIZE / 16 <= UINT16_MAX,
+		               "index in 16 bits");
+		if (__builtin_expect((uint16_t)(x >> 32) >= fbump, 0))
+			return PA_OBJ_FOREIGN; /* an object the span never handed out */
+		if (__builtin_expect(((void **)p)[1] == (void *)span_free_key(p), 0))
+			return PA_OBJ_DOUBLE_FREE;
+		return -1;
 	}
+	s = pagemap_lookup(a);
 	*span = s;
 	if (__builtin_expect(s == NULL, 0))
 		return PA_OBJ_FOREIGN;
 	/* A large object passes the same checks as a one-object span. */
 	int exact;
 	unsigned i = span_index(s, a, &exact);
-	if (__builtin_expect(!exact || (!fast && i >= span_objects(s)), 0))
+	if (__builtin_expect(!exact || i >= span_objects(s), 0))
 		return PA_OBJ_INTERIOR;
-	if (__builtin_expect(i >= __atomic_load_n(fast ? &s->fbump : &s->bump, __ATOMIC_RELAXED),
-	                     0))
+	if (__builtin_expect(i >= __atomic_load_n(&s->bump, __ATOMIC_RELAXED), 0))
 		return PA_OBJ_FOREIGN; /* an object the span never handed out */
-	if (__builtin_expect(
-	        (!fast && !span_bit(s, i)) || ((void **)p)[1] == (void *)span_free_key(p), 0))
+	if (__builtin_expect(!span_bit(s, i) || ((void **)p)[1] == (void *)span_free_key(p), 0))
 		return PA_OBJ_DOUBLE_FREE;
 	return -1;
 }
@@ -1015,15 +1041,18 @@ static size_t __attribute__((noinline)) usable_size_other(void *p, const char *f
 
 size_t pa_malloc_usable_size_as(void *p, const char *func)
 {
-	/* pa_free's fast checks first (the thread's page-map leaf, no alloc
-	 * bit: block_check_as), out of the way of a frame: a program that
-	 * keeps count of its heap asks at every malloc and free (Redis's
-	 * zmalloc; the full check alone was 2.5% of a GET-bound server's CPU).
-	 * A block that fails them is checked in full, which names its fault. */
+	/* pa_free's fast checks first (the page map's entry in the thread's
+	 * leaf, no span record, no alloc bit: block_check_as), out of the way
+	 * of a frame: a program that keeps count of its heap asks at every
+	 * malloc and free (Redis's zmalloc; the full check alone was 2.5% of a
+	 * GET-bound server's CPU). What passes them is a small block of the
+	 * default heap, whose size is its class's (under memcheck no block
+	 * passes: no thread cache, no magics). A block that fails them is
+	 * checked in full, which names its fault. */
 	struct pa_span *s;
 	size_t cls;
 	if (__builtin_expect(block_check_as(p, &s, tcache_self, &cls, 1) < 0, 1))
-		return span_usable_of(s, p);
+		return pa_sizeclasses[cls].size;
 	return usable_size_other(p, func);
 }
 

@@ -77,11 +77,30 @@ int pagemap_set_class(uintptr_t base, size_t npages, struct pa_span *s, unsigned
 		size_t j = (a >> PA_PAGE_SHIFT) & (PA_PAGEMAP_LEAF_LEN - 1);
 		uint8_t *classes = (uint8_t *)(leaf + PA_PAGEMAP_LEAF_LEN);
 		for (; j < PA_PAGEMAP_LEAF_LEN && i < npages; j++, i++) {
+			/* The page's index in the low bits (span records are
+			 * 64-byte aligned: meta.h); fbump 0, as the record's
+			 * is until span_set_fbump. */
+			uintptr_t w = s != NULL ? (uintptr_t)s | i : 0;
 			__atomic_store_n(&classes[j], (uint8_t)cls, __ATOMIC_RELAXED);
-			__atomic_store_n(&leaf[j], s, __ATOMIC_RELAXED);
+			__atomic_store_n(&pagemap_words(leaf)[j], w, __ATOMIC_RELAXED);
 		}
 	}
 	return 0;
+}
+
+void pagemap_set_fbump(uintptr_t base, size_t npages, uint16_t fbump)
+{
+	for (size_t i = 0; i < npages;) {
+		uintptr_t a = base + i * PA_PAGE_SIZE;
+		uintptr_t *words = pagemap_words(pagemap_leaf(a >> PA_PAGEMAP_LEAF_SHIFT));
+		for (size_t j = (a >> PA_PAGE_SHIFT) & (PA_PAGEMAP_LEAF_LEN - 1);
+		     j < PA_PAGEMAP_LEAF_LEN && i < npages; j++, i++) {
+			uintptr_t w = __atomic_load_n(&words[j], __ATOMIC_RELAXED);
+			w = (w & (((uintptr_t)1 << PA_PAGEMAP_FBUMP_SHIFT) - 1)) |
+			    (uintptr_t)fbump << PA_PAGEMAP_FBUMP_SHIFT;
+			__atomic_store_n(&words[j], w, __ATOMIC_RELAXED);
+		}
+	}
 }
 
 int pagemap_prepare(uintptr_t base, size_t bytes)

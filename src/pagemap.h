@@ -36,6 +36,12 @@
  * objects (0: a large object, or none), written with the pointer: pa_free
  * pushes with it, so its push does not wait for the span record (a leaf
  * is then 1.125 MiB of address space; the bytes cost 1/8192 of the heap).
+ * A span pointer's word also holds, in bits the pointer leaves free, what
+ * the rest of pa_free's fast checks need, so that they read no span record
+ * (its line was a second miss in a free of a block that left the cache):
+ * the page's index in its span (bits 0-3; records are 16-byte aligned) and
+ * the span's fbump (span.h; bits 48-63, above every user address), 0 for a
+ * large object. pagemap_lookup masks them off.
  * A thread's cache holds the leaf its last pa_free used and its leaf index
  * (p >> 30, tcache.h), which takes the middle array's load off that path
  * (docs/design.md, *Page map*).
@@ -58,6 +64,7 @@
 
 #include "hidden.h"
 #include "layout.h"
+#include "sizeclass_table.h"
 
 struct pa_span;
 
@@ -99,6 +106,29 @@ static inline struct pa_span **pagemap_leaf(uintptr_t r)
 	return __atomic_load_n(&mid[r & (PA_PAGEMAP_MID_LEN - 1)], __ATOMIC_ACQUIRE);
 }
 
+/* A leaf entry's word: the span pointer, the page's index in the span in
+ * its low bits, the span's fbump in its top 16 (see the top of this file).
+ * The entries are written and read as words (uintptr_t) only; pa_free's
+ * fast path reads the index's byte and fbump's half on their own, through
+ * these types, which may alias the word. */
+#define PA_PAGEMAP_PAGE_BITS 0xfu
+#define PA_PAGEMAP_FBUMP_SHIFT 48u
+#define PA_PAGEMAP_SPAN_MASK ((((uintptr_t)1 << PA_PAGEMAP_FBUMP_SHIFT) - 1) & ~(uintptr_t)0xf)
+typedef uint8_t __attribute__((may_alias)) pa_pagemap_byte;
+typedef uint16_t __attribute__((may_alias)) pa_pagemap_half;
+_Static_assert(PA_SC_MAX_PAGES <= PA_PAGEMAP_PAGE_BITS + 1, "a page index fits its bits");
+_Static_assert(PA_PAGEMAP_ADDR_BITS <= PA_PAGEMAP_FBUMP_SHIFT, "fbump is above every pointer");
+
+static inline uintptr_t *pagemap_words(struct pa_span *const *leaf)
+{
+	return (uintptr_t *)(uintptr_t)leaf;
+}
+
+static inline struct pa_span *pagemap_word_span(uintptr_t w)
+{
+	return (struct pa_span *)(w & PA_PAGEMAP_SPAN_MASK);
+}
+
 /* The span owning the page of p, or NULL. Never faults, for any p. */
 static inline struct pa_span *pagemap_lookup(uintptr_t p)
 {
@@ -108,8 +138,9 @@ static inline struct pa_span *pagemap_lookup(uintptr_t p)
 	struct pa_span **leaf = pagemap_leaf(r);
 	if (__builtin_expect(leaf == NULL, 0))
 		return NULL;
-	return __atomic_load_n(&leaf[(p >> PA_PAGE_SHIFT) & (PA_PAGEMAP_LEAF_LEN - 1)],
-	                       __ATOMIC_RELAXED);
+	return pagemap_word_span(
+	    __atomic_load_n(&pagemap_words(leaf)[(p >> PA_PAGE_SHIFT) & (PA_PAGEMAP_LEAF_LEN - 1)],
+	                    __ATOMIC_RELAXED));
 }
 
 /* A leaf's class bytes: PA_PAGEMAP_LEAF_LEN of them after its pointers. */
@@ -127,8 +158,28 @@ static inline struct pa_span *pagemap_leaf_lookup(struct pa_span *const *leaf, u
 {
 	size_t i = (p >> PA_PAGE_SHIFT) & (PA_PAGEMAP_LEAF_LEN - 1);
 	*cls = __atomic_load_n(&pagemap_leaf_classes(leaf)[i], __ATOMIC_RELAXED);
-	return __atomic_load_n(&leaf[i], __ATOMIC_RELAXED);
+	return pagemap_word_span(__atomic_load_n(&pagemap_words(leaf)[i], __ATOMIC_RELAXED));
 }
+
+/* What pa_free's fast path reads of the entry of p's page in leaf, the leaf
+ * of p, besides its class: the page's index in its span (0 where no span
+ * is) and the span's fbump (0 for a large object, or where no span is). */
+static inline unsigned pagemap_leaf_page(struct pa_span *const *leaf, uintptr_t p)
+{
+	const uintptr_t *w = &pagemap_words(leaf)[(p >> PA_PAGE_SHIFT) & (PA_PAGEMAP_LEAF_LEN - 1)];
+	return __atomic_load_n((const pa_pagemap_byte *)w, __ATOMIC_RELAXED) & PA_PAGEMAP_PAGE_BITS;
+}
+
+static inline uint16_t pagemap_leaf_fbump(struct pa_span *const *leaf, uintptr_t p)
+{
+	size_t i = (p >> PA_PAGE_SHIFT) & (PA_PAGEMAP_LEAF_LEN - 1);
+	const pa_pagemap_half *h = (const pa_pagemap_half *)(uintptr_t)leaf;
+	return __atomic_load_n(&h[i * 4 + PA_PAGEMAP_FBUMP_SHIFT / 16], __ATOMIC_RELAXED);
+}
+
+/* fbump of the npages pages of the small span at base (mapped), in their
+ * entries: span_set_fbump's, with the record's. */
+void pagemap_set_fbump(uintptr_t base, size_t npages, uint16_t fbump);
 
 /* Map npages pages at base (page-aligned) to s, whose objects are of class
  * cls (NULL: unmap, cls 0). Committing a new leaf may fail, as does a page

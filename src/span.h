@@ -59,6 +59,7 @@
 #include "hidden.h"
 #include "layout.h"
 #include "lock.h"
+#include "pagemap.h"
 #include "sizeclass_table.h"
 
 /* One bit per object. (A pointer just past the last object, into the tail
@@ -83,7 +84,8 @@ struct pa_span {
 	                      * for its life there. Relaxed atomic stores:
 	                      * pa_free's slow path reads it without a lock */
 	uint16_t fbump;      /* bump while relmap is 0, else 0: pa_free's fast path
-	                      * checks this alone */
+	                      * checks this alone, in the page map's copy
+	                      * (span_set_fbump) */
 	uint16_t nfree;      /* objects in the span (alloc bit 0) */
 	uint16_t bump;       /* objects at index >= bump were never handed out */
 	uint16_t scan;       /* every object below this index is out of the span */
@@ -154,10 +156,23 @@ static inline unsigned span_objects(const struct pa_span *s)
 	return s->cls != 0 ? pa_sizeclasses[s->cls].objects : 1u;
 }
 
+/* Set s's fbump: in its record and, for a small span, in its pages' page-map
+ * entries (pagemap.h), which pa_free's fast path reads in place of the
+ * record; those are written only when it changes. Lock held (or s large,
+ * and its thread's). */
+static inline void span_set_fbump(struct pa_span *s, unsigned fbump)
+{
+	if (s->fbump == fbump)
+		return;
+	__atomic_store_n(&s->fbump, (uint16_t)fbump, __ATOMIC_RELAXED);
+	if (s->cls != 0)
+		pagemap_set_fbump(pa_addr_show(s->neg_base), s->npages, (uint16_t)fbump);
+}
+
 /* After bump or relmap changed; lock held (or s large, and its thread's). */
 static inline void span_fbump_update(struct pa_span *s)
 {
-	__atomic_store_n(&s->fbump, s->relmap != 0 ? 0 : s->bump, __ATOMIC_RELAXED);
+	span_set_fbump(s, s->relmap != 0 ? 0 : s->bump);
 }
 
 static inline uintptr_t span_base(const struct pa_span *s)

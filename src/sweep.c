@@ -51,7 +51,7 @@ static unsigned release_pages(struct pa_span *s, uint32_t m, int lazy)
 {
 	/* pa_free's fast path stops trusting the free-keys before the pages
 	 * (and the keys on them) go. */
-	__atomic_store_n(&s->fbump, 0, __ATOMIC_RELAXED);
+	span_set_fbump(s, 0);
 	uint32_t done = os_release_mask((void *)span_base(s), m, PA_SPAN_RELPAGE, lazy);
 	s->relmap |= done;
 	span_fbump_update(s);

@@ -120,8 +120,11 @@ static struct pa_tcache *tcache_build(void)
 	struct pa_tcache *tc = meta_alloc(&tcache_pool);
 	if (tc == NULL)
 		return NULL;
-	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++)
+	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
 		tcache_list_set(tc, cls, 0, 1);
+		tc->magic[cls] = pa_sizeclasses[cls].div_magic;
+	}
+	tc->magic[0] = 0;
 	tc->leaf_r = TCACHE_NO_LEAF;
 	tc->prof.rng = 0;
 	tc->prof.busy = 0;

@@ -115,6 +115,12 @@ struct pa_tcache {
 	struct pa_span **leaf;
 	uint64_t freed[PA_SC_NUM_CLASSES];
 	uint32_t max[PA_SC_NUM_CLASSES];
+	/* pa_sizeclasses[cls].div_magic, 0 for class 0 and in the
+	 * placeholders: pa_free's fast path finds it at the cache's address,
+	 * which it holds, with no table address to load and no 12-byte stride
+	 * (two instructions a free). A magic of 0 fails its exactness check,
+	 * so a large block's free, or any free on a placeholder, goes past it. */
+	uint32_t magic[PA_SC_NUM_CLASSES];
 	/* Bytes this thread may still allocate before its next heap-profile
 	 * sample (prof.h): every malloc subtracts its size, the one that
 	 * takes it below 0 is sampled and draws it again. */

@@ -910,15 +910,18 @@ static void live_threads_refill_from_spans_of_their_own(void **state)
 #define FB_BLOCKS 512 /* a span of 16-byte blocks: 8 KiB, two 4 KiB pages */
 
 struct fast_bound {
-	int one_span;         /* the 512 blocks filled one fresh span */
-	unsigned fbump_full;  /* fbump once all were handed out */
-	uint32_t relmap;      /* after the trim released the free second page */
-	unsigned fbump_rel;   /* ... and fbump then */
+	int one_span;        /* the 512 blocks filled one fresh span */
+	unsigned fbump_full; /* fbump once all were handed out */
+	unsigned entry_full; /* ... and the page map's entry's (pagemap.h) */
+	uint32_t relmap;     /* after the trim released the free second page */
+	unsigned fbump_rel;  /* ... and fbump then */
+	unsigned entry_rel;
 	uint32_t list_after;  /* the thread's list after freeing the kept block */
 	int keyed;            /* that block holds its free-key */
 	int refound;          /* a block of the second page was handed out again */
 	uint32_t relmap_back; /* ... relmap then */
 	unsigned fbump_back;  /* ... and fbump, against bump */
+	unsigned entry_back;
 	unsigned bump_back;
 };
 
@@ -958,6 +961,13 @@ static unsigned take_until_second_page(void **more, const struct pa_span *s, uin
 	return n;
 }
 
+/* fbump as pa_free's fast path reads it: in the page map's entry of a's
+ * page. */
+static unsigned entry_fbump(uintptr_t a)
+{
+	return pagemap_leaf_fbump(pagemap_leaf(a >> PA_PAGEMAP_LEAF_SHIFT), a);
+}
+
 static void *fast_bound_thread(void *arg)
 {
 	struct fast_bound *r = arg;
@@ -969,16 +979,19 @@ static void *fast_bound_thread(void *arg)
 	for (unsigned k = 0; k < FB_BLOCKS; k++)
 		r->one_span &= pagemap_lookup((uintptr_t)b[k]) == s;
 	r->fbump_full = s->fbump;
+	r->entry_full = entry_fbump(base);
 	free_all_but(b, base);
 	pa_malloc_trim(0); /* caches and stash back to the spans; the sweep */
 	r->relmap = s->relmap;
 	r->fbump_rel = s->fbump;
+	r->entry_rel = entry_fbump(base);
 	pa_free((void *)base); /* live, in a span with a released page */
 	r->list_after = tcache_list_count(tcache_self, cls);
 	r->keyed = ((void **)base)[1] == (void *)span_free_key((void *)base);
 	unsigned n = take_until_second_page(more, s, base, &r->refound);
 	r->relmap_back = s->relmap;
 	r->fbump_back = s->fbump;
+	r->entry_back = entry_fbump(base);
 	r->bump_back = s->bump;
 	for (unsigned k = 0; k < n; k++)
 		pa_free(more[k]);
@@ -997,13 +1010,16 @@ static void fbump_is_bump_until_a_page_is_released(void **state)
 	run_in_thread(fast_bound_thread, &r);
 	TU_EQ(r.one_span, 1);
 	TU_EQ(r.fbump_full, FB_BLOCKS);
+	TU_EQ(r.entry_full, FB_BLOCKS);
 	TU_EQ(r.relmap, 2); /* the second 4 KiB page; the first holds the kept block */
 	TU_EQ(r.fbump_rel, 0);
+	TU_EQ(r.entry_rel, 0);
 	TU_EQ(r.list_after, 1);
 	TU_EQ(r.keyed, 1);
 	TU_EQ(r.refound, 1);
 	TU_EQ(r.relmap_back, 0);
 	TU_EQ(r.fbump_back, r.bump_back);
+	TU_EQ(r.entry_back, r.bump_back);
 	assert_true(r.bump_back > FB_BLOCKS / 2);
 	pa_thread_cache_flush();
 }
@@ -1011,10 +1027,10 @@ static void fbump_is_bump_until_a_page_is_released(void **state)
 /* ---- pa_free's page-map leaf (tcache.h: leaf; pagemap.h: class bytes) -------- */
 
 struct free_leaf {
-	int cached;                  /* the thread has a cache (not under memcheck) */
-	unsigned cls_pages;          /* every page of a multi-page span: its class byte and span */
-	unsigned large_cls;          /* a large block's first page's class byte */
-	int empty_leaf_r_kept;       /* a cacheless thread's free left the placeholder alone */
+	int cached;            /* the thread has a cache (not under memcheck) */
+	unsigned cls_pages;    /* every page of a multi-page span: class, span, index, fbump */
+	unsigned large_cls;    /* a large block's first page's class */
+	int empty_leaf_r_kept; /* a cacheless thread's free left the placeholder alone */
 	int first_misses, refreshed; /* a free with no leaf held: takes the root's, pushes */
 	int other_misses, other_ok;  /* a free with another GiB's leaf held: the same */
 	int hit_pushes;              /* a free in the held leaf pushes */
@@ -1047,7 +1063,9 @@ static void *free_leaf_thread(void *arg)
 		size_t cls = 99;
 		struct pa_span *got =
 		    pagemap_leaf_lookup(pagemap_leaf(a >> PA_PAGEMAP_LEAF_SHIFT), a, &cls);
-		r->cls_pages += got == s && cls == c;
+		struct pa_span **leaf = pagemap_leaf(a >> PA_PAGEMAP_LEAF_SHIFT);
+		r->cls_pages += got == s && cls == c && pagemap_leaf_page(leaf, a) == k &&
+		                pagemap_leaf_fbump(leaf, a) == s->fbump;
 	}
 	void *big = pa_malloc(100000);
 	size_t big_cls = 99;
