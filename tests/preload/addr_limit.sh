@@ -24,7 +24,7 @@
 # twice in a day of loaded runs, 93.6% with 4 KiB blocks once in 20: which
 # of the heap's last growth and the scavenger thread's own mappings comes
 # first), so at 64 MiB ours is the best of five runs. On 2026-11-28 (main
-# 0fd4ac8, the page map's word and the guard bytes' change in): 4 KiB
+# aab84a8, the page map's word and the guard bytes' change in): 4 KiB
 # blocks gave 94.97-95.22% in 30 runs of the plain build, 94.8-95.3% in 12
 # of the Debug build, and one run in 42 92.0%; the heap profile's sampled
 # blocks, each on a page of its own, cost 0.75% there (95.8% with
