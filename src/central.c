@@ -505,6 +505,95 @@ static int stash_give(unsigned cls, void *b)
 
 static void give_locked(struct pa_central *c, void *head, unsigned n, struct pa_span_spares *sp);
 
+/*
+ * A stashed batch's address tree, so that a refill brings the batch's lines
+ * in together and not one link after another. The batch's objects are
+ * linked through their first word, in the order the pops take them: each
+ * pop's address is the previous object's link, and where the giver's frees
+ * just wrote those lines in another core's cache, each is a miss the next
+ * pop waits for (xmalloc-test: 82% of the producers' malloc samples on that
+ * load). So the giver, whose walk over the batch reads lines it holds,
+ * also writes in each object's free words past the link and the free-key
+ * the addresses of up to tree_fan(cls) later objects of the batch (object
+ * k's hold objects k*F + 1 ... k*F + F: an implicit tree), and the refill
+ * reads the tree: its loads depend on each other only level by level (a 64-
+ * byte class: three levels for 32 objects, against 31 links), and the
+ * lines arrive together, before the pops. A scratch reader of 32 lines
+ * another core had just written: 34-46 ns a line down the links, 7.4 down
+ * the tree, 9.3 from a known array of addresses.
+ */
+#define TREE_FAN_MAX (CENTRAL_BATCH_MAX - 1u)
+
+/* The addresses an object of cls holds in the tree: its words past the
+ * link and the free-key; 0 below two (one is the links' own chain). */
+static inline unsigned tree_fan(unsigned cls, unsigned n)
+{
+	size_t words = pa_sizeclasses[cls].size / sizeof(void *);
+	if (n <= 2 || words < 4)
+		return 0;
+	return words - 2 < TREE_FAN_MAX ? (unsigned)(words - 2) : TREE_FAN_MAX;
+}
+
+/* Write the tree of batch b (n objects linked from b, fan f). */
+static void tree_write(void *b, unsigned n, unsigned f)
+{
+	void **a[CENTRAL_BATCH_MAX];
+	void **o = b;
+	for (unsigned k = 0; k < n; k++, o = o[0]) {
+		a[k] = o;
+		if (k != 0)
+			a[(k - 1) / f][2 + (k - 1) % f] = o;
+	}
+}
+
+/* Ask for p's line for writing: the pops' stores then find it owned. */
+static inline void prefetch_owned(const void *p, int prefetchw)
+{
+#if defined(__x86_64__)
+	if (prefetchw) {
+		__asm__ volatile("prefetchw (%0)" ::"r"(p));
+		return;
+	}
+#endif
+	(void)prefetchw;
+	__builtin_prefetch(p, 1);
+}
+
+/* Bring in every line of batch b of cls (n objects, its tree of fan f),
+ * each asked for writing as soon as its address is known, before its
+ * children's addresses are read from it: the pops' loads and the stores of
+ * malloc and its caller then find the lines in this core's cache, owned
+ * (read only, the lines arrived shared and each store waited for the other
+ * core to let go: xmalloc-test was no faster). An address that is not on a
+ * page of cls (a write into a freed object, after its free) ends the walk
+ * before anything is read through it: the pops then walk the links. */
+static void tree_read(unsigned cls, void *b, unsigned n, unsigned f)
+{
+	void **a[CENTRAL_BATCH_MAX];
+	int w = os_cpu_prefetchw();
+	uintptr_t r = UINTPTR_MAX;
+	struct pa_span **leaf = NULL;
+	unsigned known = 1;
+	a[0] = b;
+	prefetch_owned(b, w);
+	for (unsigned k = 0; known < n; k++)
+		for (unsigned i = 0; i < f && known < n; i++) {
+			void **x = a[k][2 + i];
+			uintptr_t xa = (uintptr_t)x, xr = xa >> PA_PAGEMAP_LEAF_SHIFT;
+			if (xr != r) {
+				if (xr >= PA_PAGEMAP_LEAVES || (leaf = pagemap_leaf(xr)) == NULL)
+					return;
+				r = xr;
+			}
+			size_t page = (xa >> PA_PAGE_SHIFT) & (PA_PAGEMAP_LEAF_LEN - 1);
+			if (__atomic_load_n(&pagemap_leaf_classes(leaf)[page], __ATOMIC_RELAXED) !=
+			    cls)
+				return;
+			prefetch_owned(x, w);
+			a[known++] = x;
+		}
+}
+
 unsigned central_take(unsigned cls, unsigned n, void **head, struct pa_span_spares *owner,
                       int *carving)
 {
@@ -512,8 +601,13 @@ unsigned central_take(unsigned cls, unsigned n, void **head, struct pa_span_spar
 	void *list = NULL, **tail = &list;
 	unsigned got = 0;
 	int frag = __atomic_load_n(&c->frag, __ATOMIC_RELAXED);
-	if (owner != NULL && n == central_batch(cls) && !frag && (*head = stash_take(cls)) != NULL)
+	if (owner != NULL && n == central_batch(cls) && !frag &&
+	    (*head = stash_take(cls)) != NULL) {
+		unsigned f = tree_fan(cls, n);
+		if (f != 0)
+			tree_read(cls, *head, n, f);
 		return n;
+	}
 	lock_acquire(&c->lock);
 	void *b;
 	if (frag && (b = stash_take(cls)) != NULL) /* its objects back to their spans */
@@ -626,9 +720,13 @@ void central_give(unsigned cls, void *head, unsigned n, struct pa_span_spares *s
 
 void central_give_or_stash(unsigned cls, void *head, unsigned n, struct pa_span_spares *sp)
 {
-	if (n == central_batch(cls) && !__atomic_load_n(&central[cls].frag, __ATOMIC_RELAXED) &&
-	    stash_give(cls, head))
-		return;
+	if (n == central_batch(cls) && !__atomic_load_n(&central[cls].frag, __ATOMIC_RELAXED)) {
+		unsigned f = tree_fan(cls, n);
+		if (f != 0)
+			tree_write(head, n, f);
+		if (stash_give(cls, head))
+			return;
+	}
 	central_give(cls, head, n, sp);
 }
 

@@ -29,10 +29,12 @@ struct pa_span_spares;
 
 /* Objects per batch moved between a thread cache and the central list:
  * 16 KiB worth, at least 1 and at most 32. */
+#define CENTRAL_BATCH_MAX 32u
+
 static inline unsigned central_batch(unsigned cls)
 {
 	unsigned n = (unsigned)(16384 / pa_sizeclasses[cls].size);
-	return n < 1 ? 1 : n > 32 ? 32 : n;
+	return n < 1 ? 1 : n > CENTRAL_BATCH_MAX ? CENTRAL_BATCH_MAX : n;
 }
 
 /*

@@ -31,6 +31,9 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #ifndef MAP_FIXED_NOREPLACE
 #define MAP_FIXED_NOREPLACE 0x100000
@@ -543,6 +546,22 @@ void os_thp_read(struct os_thp *out)
 	}
 	for (const char *p = buf; *p >= '0' && *p <= '9'; p++)
 		out->bytes = out->bytes * 10 + (size_t)(*p - '0');
+}
+
+int os_cpu_prefetchw(void)
+{
+	static int known = -1; /* relaxed atomics: every thread computes the same */
+	int v = __atomic_load_n(&known, __ATOMIC_RELAXED);
+	if (v < 0) {
+		v = 0;
+#if defined(__x86_64__)
+		unsigned a, b, c, d;
+		if (__get_cpuid(0x80000001u, &a, &b, &c, &d))
+			v = (c >> 8) & 1u;
+#endif
+		__atomic_store_n(&known, v, __ATOMIC_RELAXED);
+	}
+	return v;
 }
 
 size_t os_thp_bytes(void)

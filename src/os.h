@@ -110,6 +110,11 @@ int os_thp_disabled(void);
 /* MADV_HUGEPAGE: faults and khugepaged may back the range with huge pages. */
 int os_hugepage(void *addr, size_t size);
 
+/* Whether the CPU has PREFETCHW (a prefetch for writing, which takes the
+ * line's ownership: x86-64's CPUID 0x80000001 ECX bit 8): 1 or 0, the same
+ * in every call (the first call asks the CPU; no system call). */
+int os_cpu_prefetchw(void);
+
 /* How many OS pages of [addr, addr + size) are resident (mincore), or -1;
  * size at most 1024 OS pages. */
 long os_resident_pages(void *addr, size_t size);

@@ -54,6 +54,7 @@ static void run_in_thread(void *(*fn)(void *), void *arg)
 #define TURN_TAKES (31u * 32u / 2u + TURN_STASHED * 32u)
 
 static void *turn_blocks[TURN_BATCHES * 32u];
+static size_t turn_size = OBJ; /* the size the turns allocate */
 static void *turn_stashed[TURN_STASHED * 32u];
 static void *turn_taken[TURN_TAKES];
 
@@ -61,7 +62,7 @@ static void *turn_allocate(void *arg)
 {
 	(void)arg;
 	for (unsigned k = 0; k < TURN_BATCHES * 32u; k++)
-		turn_blocks[k] = pa_malloc(OBJ);
+		turn_blocks[k] = pa_malloc(turn_size);
 	pa_thread_cache_flush(); /* the rest of its last refill */
 	return NULL;
 }
@@ -78,8 +79,8 @@ static void *turn_take(void *arg)
 {
 	size_t *stashed_after = arg;
 	for (unsigned k = 0; k < TURN_TAKES; k++)
-		turn_taken[k] = pa_malloc(OBJ);
-	*stashed_after = central_stashed(pa_size_to_class(OBJ));
+		turn_taken[k] = pa_malloc(turn_size);
+	*stashed_after = central_stashed(pa_size_to_class(turn_size));
 	for (unsigned k = 0; k < TURN_TAKES; k++)
 		pa_free(turn_taken[k]);
 	return NULL;
@@ -145,6 +146,101 @@ static void a_stale_hint_still_finds_the_free_slots_and_the_batches(void **state
 	size_t stashed_after = SIZE_MAX;
 	run_in_thread(turn_take, &stashed_after);
 	TU_EQ(stashed_after, 0);
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+	TU_EQ(class_spans(cls), spans);
+}
+
+/* A stashed batch's address tree (central.c): object k > 0 of the batch, in
+ * its links' order, is in word 2 + (k - 1) % F of object (k - 1) / F, where
+ * F is the object's words less the link and the free-key (at most 31). For
+ * every stashed batch of each size, every one of its 31 objects is where
+ * the rule puts it; and the producer's refills then take all 224 objects,
+ * as without the tree. */
+static void a_stashed_batch_holds_its_objects_address_tree(void **state)
+{
+	(void)state;
+	static const struct {
+		size_t size;
+		unsigned fan;
+	} cases[] = {{32, 2}, {64, 6}, {128, 14}, {256, 30}};
+	for (unsigned c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+		turn_size = cases[c].size;
+		unsigned cls = pa_size_to_class(turn_size), fan = cases[c].fan;
+		TU_EQ(pa_sizeclasses[cls].size, turn_size);
+		TU_EQ(central_batch(cls), 32);
+		pa_thread_cache_flush();
+		TU_EQ(central_stashed(cls), 0);
+		size_t spans = class_spans(cls);
+		run_in_thread(turn_allocate, NULL);
+		run_in_thread(turn_free, NULL);
+		TU_EQ(central_stash_batches(cls), TURN_STASHED);
+		unsigned batches = 0, placed = 0;
+		for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++) {
+			void **a[32];
+			unsigned n = 0;
+			for (void **o = central_stash[cls].slot[k]; o != NULL; o = o[0])
+				a[n++ % 32u] = o;
+			if (n == 0)
+				continue;
+			TU_EQ(n, 32);
+			batches++;
+			for (unsigned j = 1; j < 32; j++)
+				placed += a[(j - 1) / fan][2 + (j - 1) % fan] == (void *)a[j];
+		}
+		TU_EQ(batches, TURN_STASHED);
+		TU_EQ(placed, TURN_STASHED * 31u);
+		size_t stashed_after = SIZE_MAX;
+		run_in_thread(turn_take, &stashed_after);
+		TU_EQ(stashed_after, 0);
+		pa_thread_cache_flush();
+		TU_EQ(central_stashed(cls), 0);
+		TU_EQ(class_spans(cls), spans);
+	}
+	turn_size = OBJ;
+}
+
+/* A program that writes into a freed object while its batch is stashed may
+ * overwrite the tree. A refill reads no address that is not on a page of
+ * the batch's class: here the head of every stashed batch holds an address
+ * with no page (0x1000) in its first tree word, and the address of a
+ * 128-byte object (another class's page) in its second, and the producer's
+ * refills still take all 224 objects, the very ones stashed, through their
+ * links (without the check the first read faults). */
+static void a_tree_overwritten_after_the_free_costs_no_object(void **state)
+{
+	(void)state;
+	turn_size = OBJ;
+	unsigned cls = pa_size_to_class(OBJ);
+	void *other = pa_malloc(128);
+	TU_EQ(pa_size_to_class(128) != cls, 1);
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+	size_t spans = class_spans(cls);
+	run_in_thread(turn_allocate, NULL);
+	run_in_thread(turn_free, NULL);
+	unsigned n = 0, spoilt = 0;
+	for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++) {
+		void **head = central_stash[cls].slot[k];
+		if (head == NULL)
+			continue;
+		head[2] = (void *)(uintptr_t)0x1000;
+		head[3] = other;
+		spoilt++;
+		for (void **o = head; o != NULL; o = o[0])
+			turn_stashed[n++] = o;
+	}
+	TU_EQ(spoilt, TURN_STASHED);
+	TU_EQ(n, TURN_STASHED * 32u);
+	size_t stashed_after = SIZE_MAX;
+	run_in_thread(turn_take, &stashed_after);
+	TU_EQ(stashed_after, 0);
+	size_t same = 0;
+	for (unsigned k = 0; k < TURN_STASHED * 32u; k++)
+		for (unsigned j = 0; j < TURN_TAKES; j++)
+			same += turn_stashed[k] == turn_taken[j];
+	TU_EQ(same, TURN_STASHED * 32u);
+	pa_free(other);
 	pa_thread_cache_flush();
 	TU_EQ(central_stashed(cls), 0);
 	TU_EQ(class_spans(cls), spans);
@@ -372,6 +468,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    TU_TEST(a_consumer_s_stashed_batches_go_whole_to_its_producer),
 	    TU_TEST(a_stale_hint_still_finds_the_free_slots_and_the_batches),
+	    TU_TEST(a_stashed_batch_holds_its_objects_address_tree),
+	    TU_TEST(a_tree_overwritten_after_the_free_costs_no_object),
 	    TU_TEST(a_full_or_empty_stash_is_marked_until_the_other_side_comes),
 	    TU_TEST(a_producer_and_its_consumer_hand_off_every_object_once),
 	    TU_TEST(a_drain_in_another_thread_never_shows_as_live_objects),
