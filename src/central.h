@@ -39,9 +39,11 @@ static inline unsigned central_batch(unsigned cls)
 
 /*
  * Whole batches that thread caches gave back wait in a stash (tcmalloc's
- * transfer cache) for the next refill, which takes one in O(1): its objects
- * are already linked, from their frees, so neither side walks them, looks
- * up their spans or writes their links again. At most CENTRAL_STASH_MAX
+ * transfer cache) for the next refill, which takes one whole: its objects
+ * are already linked, from their frees, so neither side looks up their
+ * spans or writes their links again. (Both walk the batch once, over its
+ * address tree: central.c, the giver writing it and the refill bringing
+ * every line in at once, for writing, before the pops.) At most CENTRAL_STASH_MAX
  * batches and PA_STASH_BYTES per class (stash.h); past that a batch goes to its
  * spans. Batches the stash did not need for a while go to their spans
  * (central_stash_drain(0), from the scavenger thread), and
