@@ -581,7 +581,7 @@ static void tree_read(unsigned cls, void *b, unsigned n, unsigned f)
 			void **x = a[k][2 + i];
 			uintptr_t xa = (uintptr_t)x, xr = xa >> PA_PAGEMAP_LEAF_SHIFT;
 			if (xr != r) {
-				if (xr >= PA_PAGEMAP_LEAVES || (leaf = pagemap_leaf(xr)) == NULL)
+				if ((leaf = pagemap_leaf_bounded(xr)) == NULL)
 					return;
 				r = xr;
 			}

@@ -506,9 +506,7 @@ static void __attribute__((noinline)) free_slow(struct pa_span *s, void *p)
  * real cache then holds it (not a placeholder, which every thread reads). */
 static inline struct pa_span **free_leaf_miss(struct pa_tcache *tc, uintptr_t r)
 {
-	if (r >= PA_PAGEMAP_LEAVES)
-		return NULL;
-	struct pa_span **leaf = pagemap_leaf(r);
+	struct pa_span **leaf = pagemap_leaf_bounded(r);
 	if (leaf != NULL && tc->max[1] != 0) {
 		tc->leaf_r = r;
 		tc->leaf = leaf;

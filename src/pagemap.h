@@ -129,13 +129,19 @@ static inline struct pa_span *pagemap_word_span(uintptr_t w)
 	return (struct pa_span *)(w & PA_PAGEMAP_SPAN_MASK);
 }
 
+/* The leaf of any leaf index r, or NULL, also for an r past the map (an
+ * address with bits above the 47th set). */
+static inline struct pa_span **pagemap_leaf_bounded(uintptr_t r)
+{
+	if (__builtin_expect(r >= PA_PAGEMAP_LEAVES, 0))
+		return NULL;
+	return pagemap_leaf(r);
+}
+
 /* The span owning the page of p, or NULL. Never faults, for any p. */
 static inline struct pa_span *pagemap_lookup(uintptr_t p)
 {
-	uintptr_t r = p >> PA_PAGEMAP_LEAF_SHIFT;
-	if (__builtin_expect(r >= PA_PAGEMAP_LEAVES, 0))
-		return NULL;
-	struct pa_span **leaf = pagemap_leaf(r);
+	struct pa_span **leaf = pagemap_leaf_bounded(p >> PA_PAGEMAP_LEAF_SHIFT);
 	if (__builtin_expect(leaf == NULL, 0))
 		return NULL;
 	return pagemap_word_span(

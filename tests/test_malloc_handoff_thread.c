@@ -86,6 +86,30 @@ static void *turn_take(void *arg)
 	return NULL;
 }
 
+/* The objects of cls's stashed batches, into turn_stashed: how many. */
+static unsigned stashed_objects(unsigned cls)
+{
+	unsigned n = 0;
+	for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++)
+		for (void **o = central_stash[cls].slot[k]; o != NULL; o = o[0])
+			turn_stashed[n++] = o;
+	return n;
+}
+
+/* A producer's refills (turn_take) empty the stash and take every object of
+ * turn_stashed: how many of them they took. */
+static size_t taken_of_the_stashed(void)
+{
+	size_t stashed_after = SIZE_MAX;
+	run_in_thread(turn_take, &stashed_after);
+	TU_EQ(stashed_after, 0);
+	size_t same = 0;
+	for (unsigned k = 0; k < TURN_STASHED * 32u; k++)
+		for (unsigned j = 0; j < TURN_TAKES; j++)
+			same += turn_stashed[k] == turn_taken[j];
+	return same;
+}
+
 /* What the consumer stashed, the producer's whole-batch refills take: every
  * one of the 224 objects in the stash comes back to it, and the stash is
  * empty after. */
@@ -100,19 +124,8 @@ static void a_consumer_s_stashed_batches_go_whole_to_its_producer(void **state)
 	run_in_thread(turn_allocate, NULL);
 	run_in_thread(turn_free, NULL);
 	TU_EQ(central_stash_batches(cls), TURN_STASHED);
-	unsigned n = 0;
-	for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++)
-		for (void **o = central_stash[cls].slot[k]; o != NULL; o = o[0])
-			turn_stashed[n++] = o;
-	TU_EQ(n, TURN_STASHED * 32u);
-	size_t stashed_after = SIZE_MAX;
-	run_in_thread(turn_take, &stashed_after);
-	TU_EQ(stashed_after, 0);
-	size_t same = 0;
-	for (unsigned k = 0; k < TURN_STASHED * 32u; k++)
-		for (unsigned j = 0; j < TURN_TAKES; j++)
-			same += turn_stashed[k] == turn_taken[j];
-	TU_EQ(same, TURN_STASHED * 32u);
+	TU_EQ(stashed_objects(cls), TURN_STASHED * 32u);
+	TU_EQ(taken_of_the_stashed(), TURN_STASHED * 32u);
 	pa_thread_cache_flush();
 	TU_EQ(central_stashed(cls), 0);
 	TU_EQ(class_spans(cls), spans);
@@ -219,7 +232,7 @@ static void a_tree_overwritten_after_the_free_costs_no_object(void **state)
 	size_t spans = class_spans(cls);
 	run_in_thread(turn_allocate, NULL);
 	run_in_thread(turn_free, NULL);
-	unsigned n = 0, spoilt = 0;
+	unsigned spoilt = 0;
 	for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++) {
 		void **head = central_stash[cls].slot[k];
 		if (head == NULL)
@@ -227,19 +240,10 @@ static void a_tree_overwritten_after_the_free_costs_no_object(void **state)
 		head[2] = (void *)(uintptr_t)0x1000;
 		head[3] = other;
 		spoilt++;
-		for (void **o = head; o != NULL; o = o[0])
-			turn_stashed[n++] = o;
 	}
 	TU_EQ(spoilt, TURN_STASHED);
-	TU_EQ(n, TURN_STASHED * 32u);
-	size_t stashed_after = SIZE_MAX;
-	run_in_thread(turn_take, &stashed_after);
-	TU_EQ(stashed_after, 0);
-	size_t same = 0;
-	for (unsigned k = 0; k < TURN_STASHED * 32u; k++)
-		for (unsigned j = 0; j < TURN_TAKES; j++)
-			same += turn_stashed[k] == turn_taken[j];
-	TU_EQ(same, TURN_STASHED * 32u);
+	TU_EQ(stashed_objects(cls), TURN_STASHED * 32u);
+	TU_EQ(taken_of_the_stashed(), TURN_STASHED * 32u);
 	pa_free(other);
 	pa_thread_cache_flush();
 	TU_EQ(central_stashed(cls), 0);
