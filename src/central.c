@@ -259,6 +259,8 @@ static uintptr_t reserve_take(unsigned cls, size_t npages)
 	return pa_addr_show(reserve_hidden) + (left - npages) * PA_PAGE_SIZE;
 }
 
+uint64_t central_fresh;
+
 /* A new empty span of class cls, listed, its record from sp (span.h); lock
  * held. NULL when out of memory. */
 static struct pa_span *grow_locked(struct pa_central *c, unsigned cls, struct pa_span_spares *sp)
@@ -268,7 +270,10 @@ static struct pa_span *grow_locked(struct pa_central *c, unsigned cls, struct pa
 		return NULL;
 	c->bucket_mul = central_bucket_mul(pa_sizeclasses[cls].objects);
 	reserve_setup();
-	uintptr_t base = pages_alloc(pa_sizeclasses[cls].pages, NULL);
+	size_t released = 0;
+	uintptr_t base = pages_alloc(pa_sizeclasses[cls].pages, &released);
+	if (released != 0)
+		__atomic_add_fetch(&central_fresh, 1, __ATOMIC_RELAXED);
 	if (base == 0 && (base = reserve_take(cls, pa_sizeclasses[cls].pages)) == 0) {
 		span_delete(s, sp);
 		return NULL;

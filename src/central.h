@@ -182,6 +182,17 @@ extern struct pa_batch_stash central_stash[PA_SC_NUM_CLASSES] PA_HIDDEN;
 /* Indexed by class; class 0 is the large objects' (large.h): unused. */
 extern struct pa_central central[PA_SC_NUM_CLASSES] PA_HIDDEN;
 
+/* New small spans whose pages came from released memory (pages that read as
+ * zero, which the program's writes now make resident: its RSS grows), a
+ * count. Those who keep freed pages aside for reuse (the thread caches'
+ * large slots, large.h) look at it to give them back when the small classes
+ * grow into fresh memory instead. */
+extern uint64_t central_fresh PA_HIDDEN;
+static inline uint64_t central_fresh_count(void)
+{
+	return __atomic_load_n(&central_fresh, __ATOMIC_RELAXED);
+}
+
 /*
  * Take up to n objects of class cls; they are linked through their first
  * word from *head. Returns how many (0: out of memory, errno = ENOMEM).

@@ -175,6 +175,25 @@ void large_keep(struct pa_span *s, struct pa_large_slots *ls, struct pa_span_spa
 	large_slot_append(ls, s);
 }
 
+void large_give_back_idle(struct pa_large_slots *ls, struct pa_span_spares *sp)
+{
+	if (ls->misses == ls->misses_seen)
+		return; /* the waiting blocks served every large malloc */
+	ls->misses_seen = ls->misses;
+	uint32_t kept = 0, pages = 0;
+	for (uint32_t k = 0; k < ls->n; k++) {
+		struct pa_span *s = ls->span[k];
+		if (s->gave_epoch == ls->misses) {
+			ls->span[kept++] = s;
+			pages += (uint32_t)s->npages;
+		} else {
+			large_release(s, ls, sp);
+		}
+	}
+	__atomic_store_n(&ls->n, kept, __ATOMIC_RELAXED);
+	__atomic_store_n(&ls->pages, pages, __ATOMIC_RELAXED);
+}
+
 void large_slots_release(struct pa_large_slots *slots, struct pa_large_slots *ls,
                          struct pa_span_spares *sp)
 {
@@ -204,6 +223,8 @@ void *large_alloc(size_t n, size_t align, int zero, struct pa_large_slots *ls,
 	struct pa_span *s = NULL;
 	if (extra == 0 && !vg_active() && (s = slots_take(ls, npages)) == NULL)
 		s = stash_take(npages);
+	if (s == NULL && ls != NULL && ls->n != 0 && n > PA_SC_MAX_SMALL)
+		ls->misses++; /* large_give_back_idle */
 	if (s != NULL) {
 		if (zero)
 			memset((void *)span_base(s), 0, n);

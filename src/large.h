@@ -77,6 +77,10 @@ struct pa_large_slots {
 	struct pa_span *span[PA_LARGE_SLOTS]; /* [0, n), oldest first */
 	uint32_t n;
 	uint32_t pages; /* pages in span[] */
+	/* Large mallocs (over 32 KiB) that went to the page heap while span[]
+	 * held blocks, none of which fit, and its value at the last give-back
+	 * (large_give_back_idle), modulo 2^16. */
+	uint16_t misses, misses_seen;
 	/* Large objects and their pages this thread made minus those it gave
 	 * back (either may be negative): added to large_held_objects and
 	 * large_held_pages by the stats and when the thread exits
@@ -128,11 +132,13 @@ static inline struct pa_span *large_slot_remove(struct pa_large_slots *ls, uint3
 }
 
 /* Append freed large span s as the newest slot of ls (there is room),
- * marking its one object free. */
+ * marking its one object free, and noting ls's misses so far
+ * (large_give_back_idle). */
 static inline void large_slot_append(struct pa_large_slots *ls, struct pa_span *s)
 {
 	uint32_t n = ls->n;
 	span_bit_set(s, 0, 0);
+	s->gave_epoch = ls->misses;
 	ls->span[n] = s;
 	__atomic_store_n(&ls->n, n + 1, __ATOMIC_RELAXED);
 	__atomic_store_n(&ls->pages, ls->pages + (uint32_t)s->npages, __ATOMIC_RELAXED);
@@ -220,6 +226,22 @@ int large_resize(struct pa_span *s, size_t n, struct pa_large_slots *ls);
  * owner of slots (NULL at thread exit). */
 void large_slots_release(struct pa_large_slots *slots, struct pa_large_slots *ls,
                          struct pa_span_spares *sp);
+
+/* A new small span took released pages (central.h: central_fresh moved)
+ * since the calling thread last looked. If a large malloc of the thread has
+ * since found no waiting block that fits (ls->misses moved), give back to
+ * the page heap the spans of ls, its large slots, freed before that miss
+ * (each notes ls->misses at its free, in gave_epoch), so that the heap's
+ * next allocations reuse their pages instead of growing RSS. python3 -c
+ * pass: start-up buffers of 32 KiB - 1 MiB, each of a size asked for once,
+ * waited in the slots while new spans took fresh pages (15,176 -> 14,664
+ * KiB). Blocks that served every large malloc since their free stay,
+ * however the heap grows: espresso takes its four 40-56 KiB buffers from
+ * the slots each round, and giving them back at each growth cost it 256
+ * KiB. A block freed after the last miss keeps its slot, and with it the
+ * double-free check of a free that follows its free. The large stash is
+ * left to its decay. */
+void large_give_back_idle(struct pa_large_slots *ls, struct pa_span_spares *sp);
 
 /* Move ls's deltas into the shared counts (the thread caches' registry
  * lock held, so the stats see them in one place or the other). */

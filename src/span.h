@@ -92,7 +92,9 @@ struct pa_span {
 	uint16_t gave_epoch; /* heap epoch when an object last came back, in
 	                      * units of 2^PA_SPAN_AGE_SHIFT ms modulo 2^16: 70
 	                      * minutes, past scavenge_delay_ms's hour (read
-	                      * only while dirty) */
+	                      * only while dirty); a large span waiting in a
+	                      * thread's slots: the slots' misses at its free
+	                      * (large.h) */
 	union {
 		uint32_t relmap;  /* 4 KiB pages released by sweep_spans (bit j: page j) */
 		uint32_t heap_id; /* a heap's span (never swept): its heap (heap.h) */

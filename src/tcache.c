@@ -129,6 +129,7 @@ static struct pa_tcache *tcache_build(void)
 	tc->prof.rng = 0;
 	tc->prof.busy = 0;
 	tcache_sample_start(tc);
+	tc->fresh_seen = central_fresh_count();
 	tc->tid = os_gettid();
 	os_thread_name(tc->name);
 	claim_note(tc, 0);
@@ -325,6 +326,14 @@ void *tcache_alloc_slow(unsigned cls)
 		return head;
 	}
 	tcache_keep_budget(tc);
+	/* The heap took released pages since this thread last looked: its
+	 * large blocks that fit none of its large mallocs since their free go
+	 * back (large_give_back_idle). */
+	uint64_t fresh = central_fresh_count();
+	if (__builtin_expect(fresh != tc->fresh_seen, 0)) {
+		tc->fresh_seen = fresh;
+		large_give_back_idle(&tc->large, &tc->spares);
+	}
 	/* The requested bytes so far, for the stats (tcache_figures). */
 	__atomic_store_n(&tc->requested_seen,
 	                 tc->requested + (uint64_t)(tc->sample_set - tc->sample_left),

@@ -134,6 +134,7 @@ struct pa_tcache {
 	int64_t sample_set, prof_left, guard_left;
 	struct pa_large_slots large;     /* large objects freed by this thread (large.h),
 	                                  * handed to large.c's functions */
+	uint64_t fresh_seen;             /* central_fresh_count() at its last refill (central.h) */
 	uint32_t slow;                   /* slow paths taken: the budget is checked every 8th */
 	uint32_t drain;                  /* overflows since the last refill of any class */
 	size_t claim;                    /* what it held at its last check, at least

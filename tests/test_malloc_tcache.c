@@ -755,6 +755,146 @@ static void a_large_block_let_go_by_full_slots_serves_another_thread(void **stat
 	pa_thread_cache_flush();
 }
 
+/* Large blocks that fit none of the thread's large mallocs since their free
+ * go back to the heap when a new small span has taken released pages, at
+ * the thread's next refill; a block freed since keeps its slot, and the
+ * large stash is left to its decay. Here a thread frees five 48 KiB blocks
+ * (the first goes to the stash when the fifth's free makes room), takes a
+ * 256 KiB block (none of the waiting blocks fits: a miss) and frees it (the
+ * oldest slot goes to the stash), then takes 32 KiB objects until a refill's
+ * new span took released pages; its first 64-byte malloc after that (a
+ * refill) gives back the three 48 KiB blocks in the slots, but neither the
+ * 256 KiB block nor the two stashed ones. */
+struct idle_run {
+	size_t fresh_moved, misses, slots_before, stashed_before, slots_after, stashed_after;
+	size_t large_cached_before, large_cached_after;
+	int newest_kept;
+};
+
+#define FRESH_OBJS 4096
+
+/* Bytes of free large blocks held aside (in slots and the stash): cached_bytes
+ * less the small classes' cached objects. */
+static size_t large_cached_bytes(void)
+{
+	struct pa_malloc_stats m;
+	assert_int_equal(pa_malloc_stats(&m), 0);
+	size_t small = 0;
+	for (unsigned cls = 1; cls < m.nclasses; cls++)
+		small += m.classes[cls].cached * pa_sizeclasses[cls].size;
+	return m.cached_bytes - small;
+}
+
+/* Free five LS_SIZE blocks: four wait in the slots, one in the stash. */
+static void five_large_freed(struct idle_run *r)
+{
+	void *a[5];
+	for (int k = 0; k < 5; k++)
+		a[k] = pa_malloc(LS_SIZE);
+	for (int k = 0; k < 5; k++)
+		pa_free(a[k]);
+	r->slots_before = tcache_self->large.n;
+	size_t spans, pages;
+	large_stashed(&spans, &pages);
+	r->stashed_before = spans;
+}
+
+/* Take 32 KiB objects into objs (at most FRESH_OBJS, *n of them) until a
+ * refill's new span took released pages; then what the slots and the stash
+ * hold around the thread's next refill (a 64-byte malloc, *small). */
+static void grow_then_refill(struct idle_run *r, void **objs, size_t *n, void **small)
+{
+	uint64_t fresh = central_fresh_count();
+	while (*n < FRESH_OBJS && central_fresh_count() == fresh)
+		objs[(*n)++] = pa_malloc(32u << 10);
+	r->fresh_moved = (size_t)(central_fresh_count() - fresh);
+	r->large_cached_before = large_cached_bytes();
+	*small = pa_malloc(64);
+	r->large_cached_after = large_cached_bytes();
+	r->slots_after = tcache_self->large.n;
+	size_t spans, pages;
+	large_stashed(&spans, &pages);
+	r->stashed_after = spans;
+}
+
+static void free_all(void **objs, size_t n, void *small)
+{
+	pa_free(small);
+	while (n > 0)
+		pa_free(objs[--n]);
+}
+
+static void *idle_thread(void *arg)
+{
+	struct idle_run *r = arg;
+	five_large_freed(r);
+	uint16_t misses = tcache_self->large.misses;
+	void *newest = pa_malloc(256u << 10);
+	pa_free(newest);
+	r->misses = (uint16_t)(tcache_self->large.misses - misses);
+	static void *objs[FRESH_OBJS];
+	size_t n = 0;
+	void *small;
+	grow_then_refill(r, objs, &n, &small);
+	r->newest_kept =
+	    tcache_self->large.n == 1 && span_base(tcache_self->large.span[0]) == (uintptr_t)newest;
+	free_all(objs, n, small);
+	return NULL;
+}
+
+static void large_blocks_that_fit_no_large_malloc_go_back_when_the_heap_grows(void **state)
+{
+	(void)state;
+	stashes_drain(1);
+	struct idle_run r;
+	run_in_thread(idle_thread, &r);
+	TU_EQ(r.slots_before, PA_LARGE_SLOTS);
+	TU_EQ(r.stashed_before, 1);
+	TU_EQ(r.misses, 1);
+	TU_EQ(r.fresh_moved, 1);
+	TU_EQ(r.slots_after, 1);
+	TU_EQ(r.stashed_after, 2);
+	TU_EQ(r.large_cached_before - r.large_cached_after, 3 * LS_SIZE);
+	TU_EQ(r.newest_kept, 1);
+}
+
+/* Large blocks that served every large malloc since their free stay, however
+ * the small classes grow (espresso: its four 40-56 KiB buffers, taken and
+ * freed again each round, while new spans take released pages). Here the
+ * thread frees five 48 KiB blocks, takes one back from its slots and frees
+ * it (a hit), then grows as above: the refill after it keeps the slots and
+ * the stash. */
+static void *serving_thread(void *arg)
+{
+	struct idle_run *r = arg;
+	five_large_freed(r);
+	uint16_t misses = tcache_self->large.misses;
+	pa_free(pa_malloc(LS_SIZE));
+	r->misses = (uint16_t)(tcache_self->large.misses - misses);
+	static void *objs[FRESH_OBJS];
+	size_t n = 0;
+	void *small;
+	grow_then_refill(r, objs, &n, &small);
+	free_all(objs, n, small);
+	return NULL;
+}
+
+static void large_blocks_that_serve_the_large_mallocs_stay_when_the_heap_grows(void **state)
+{
+	(void)state;
+	stashes_drain(1);
+	struct idle_run r;
+	run_in_thread(serving_thread, &r);
+	TU_EQ(r.slots_before, PA_LARGE_SLOTS);
+	TU_EQ(r.stashed_before, 1);
+	TU_EQ(r.misses, 0);
+	TU_EQ(r.fresh_moved, 1);
+	TU_EQ(r.slots_after, PA_LARGE_SLOTS);
+	TU_EQ(r.stashed_after, 1);
+	TU_EQ(r.large_cached_before, 5 * LS_SIZE);
+	TU_EQ(r.large_cached_after, 5 * LS_SIZE);
+}
+
 /* At most 1 MiB of one page count: of 13 freed 128 KiB blocks (16 pages), 4
  * stay in the slots, 8 are stashed and the ninth the slots let go goes back
  * to the page heap. */
@@ -1458,6 +1598,8 @@ int main(void)
 	    TU_TEST(a_stash_holds_at_most_one_mib_of_its_class),
 	    TU_TEST(the_decay_gives_back_what_the_stash_did_not_use),
 	    TU_TEST(a_large_block_let_go_by_full_slots_serves_another_thread),
+	    TU_TEST(large_blocks_that_fit_no_large_malloc_go_back_when_the_heap_grows),
+	    TU_TEST(large_blocks_that_serve_the_large_mallocs_stay_when_the_heap_grows),
 	    TU_TEST(the_large_stash_holds_at_most_one_mib_of_a_page_count),
 	    TU_TEST(the_large_stash_decays_too),
 	    TU_TEST(live_threads_refill_from_spans_of_their_own),
