@@ -842,16 +842,24 @@ static void *idle_thread(void *arg)
 	return NULL;
 }
 
+/* Run fn (idle_thread, serving_thread) in a thread of its own, the stashes
+ * empty, into *r; both start from four slots and one stashed block and grow
+ * once. */
+static void run_five_then_grow(void *(*fn)(void *), struct idle_run *r)
+{
+	stashes_drain(1);
+	run_in_thread(fn, r);
+	TU_EQ(r->slots_before, PA_LARGE_SLOTS);
+	TU_EQ(r->stashed_before, 1);
+	TU_EQ(r->fresh_moved, 1);
+}
+
 static void large_blocks_that_fit_no_large_malloc_go_back_when_the_heap_grows(void **state)
 {
 	(void)state;
-	stashes_drain(1);
 	struct idle_run r;
-	run_in_thread(idle_thread, &r);
-	TU_EQ(r.slots_before, PA_LARGE_SLOTS);
-	TU_EQ(r.stashed_before, 1);
+	run_five_then_grow(idle_thread, &r);
 	TU_EQ(r.misses, 1);
-	TU_EQ(r.fresh_moved, 1);
 	TU_EQ(r.slots_after, 1);
 	TU_EQ(r.stashed_after, 2);
 	TU_EQ(r.large_cached_before - r.large_cached_after, 3 * LS_SIZE);
@@ -882,13 +890,9 @@ static void *serving_thread(void *arg)
 static void large_blocks_that_serve_the_large_mallocs_stay_when_the_heap_grows(void **state)
 {
 	(void)state;
-	stashes_drain(1);
 	struct idle_run r;
-	run_in_thread(serving_thread, &r);
-	TU_EQ(r.slots_before, PA_LARGE_SLOTS);
-	TU_EQ(r.stashed_before, 1);
+	run_five_then_grow(serving_thread, &r);
 	TU_EQ(r.misses, 0);
-	TU_EQ(r.fresh_moved, 1);
 	TU_EQ(r.slots_after, PA_LARGE_SLOTS);
 	TU_EQ(r.stashed_after, 1);
 	TU_EQ(r.large_cached_before, 5 * LS_SIZE);
