@@ -606,12 +606,18 @@ unsigned central_take(unsigned cls, unsigned n, void **head, struct pa_span_spar
 	void *list = NULL, **tail = &list;
 	unsigned got = 0;
 	int frag = __atomic_load_n(&c->frag, __ATOMIC_RELAXED);
-	if (owner != NULL && n == central_batch(cls) && !frag &&
+	unsigned batch = central_batch(cls);
+	/* A refill in slow start (n below a batch) looks only where the hint
+	 * says a batch is: its look at an empty stash would write the stash's
+	 * marks and dirty a page for every class a program uses. */
+	if (owner != NULL && !frag &&
+	    (n == batch ||
+	     (n < batch && __atomic_load_n(&central_stash[cls].top, __ATOMIC_RELAXED) != 0)) &&
 	    (*head = stash_take(cls)) != NULL) {
-		unsigned f = tree_fan(cls, n);
+		unsigned f = tree_fan(cls, batch);
 		if (f != 0)
-			tree_read(cls, *head, n, f);
-		return n;
+			tree_read(cls, *head, batch, f);
+		return batch;
 	}
 	lock_acquire(&c->lock);
 	void *b;

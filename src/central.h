@@ -199,8 +199,13 @@ static inline uint64_t central_fresh_count(void)
  * `owner` is the calling thread's thread cache, by the spare span records
  * it hands down (span.h: spans made on the way take their records from
  * them), or NULL when the thread has no cache. With an owner (a thread
- * cache's refill), a whole batch (n == central_batch(cls)) comes from the
- * stash when it has one, and objects from spans come first from the span
+ * cache's refill), a whole batch comes from the stash when it has one, for
+ * any n up to central_batch(cls): the count returned is then the batch's,
+ * which may be more than n. (A refill in slow start asks for fewer: had it
+ * gone to the spans, a program whose threads come and go, each one's lists
+ * in slow start, took fresh objects from the spans while the batches its
+ * threads gave back piled up in the stash; mstress's stashes held 5.8 MiB
+ * at exit.) Objects from spans come first from the span
  * the owner carves, until it is full; *carving says whether the owner
  * holds one of the class's carve slots afterwards (carving NULL: no
  * carving, shared spans only).

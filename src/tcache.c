@@ -298,7 +298,8 @@ static void tcache_keep_budget(struct pa_tcache *tc)
 
 /* The bound of a list of cls after a refill of it, from max: slow start
  * (tcmalloc's: one more at each refill up to a batch, so a class a thread
- * seldom uses never pulls in a whole batch), then PA_TC_LIST_BATCHES
+ * seldom uses never pulls in a whole batch from the spans; a refill that
+ * took a stashed batch ends it: tcache_alloc_slow), then PA_TC_LIST_BATCHES
  * batches, then a batch more at each refill up to PA_TC_LIST_MAX objects
  * (the caller checks the cache's allowance). */
 static uint32_t list_bound_grown(unsigned cls, uint32_t max)
@@ -352,6 +353,8 @@ void *tcache_alloc_slow(unsigned cls)
 	tc->head[cls] = o[0];
 	tc->drain = 0;
 	uint32_t grown = list_bound_grown(cls, max);
+	if (n > grown)
+		grown = batch; /* a stashed batch came whole: slow start is over */
 	tc->swing[cls] += tc->swing[cls] < INT8_MAX;
 	if (grown > max && max >= PA_TC_LIST_BATCHES * batch) {
 		/* Past PA_TC_LIST_BATCHES batches a list grows by a batch once

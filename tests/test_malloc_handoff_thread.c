@@ -49,14 +49,21 @@ static void run_in_thread(void *(*fn)(void *), void *arg)
  * goes to the spans. */
 #define TURN_BATCHES 8u
 #define TURN_STASHED (TURN_BATCHES - 1u)
-/* The taker's refills start slow too, from the spans: 1, 2, .. 31 objects;
- * then whole batches, from the stash. */
-#define TURN_TAKES (31u * 32u / 2u + TURN_STASHED * 32u)
+/* The taker's first refill takes a stashed batch whole, though its list is
+ * in slow start, and its later ones whole batches too: as many mallocs as
+ * the stash holds objects take them all (slow-start refills from the spans,
+ * 1, 2, .. 31 objects, would have left the stash alone for 496). */
+#define TURN_TAKES (TURN_STASHED * 32u)
+/* Under a hint at 0 (a race's, below) slow-start refills do not look in
+ * the stash: the taker's refills go 1, 2, .. 31 objects from the spans,
+ * then whole batches, which look past the hint. */
+#define TURN_TAKES_SLOW (31u * 32u / 2u + TURN_STASHED * 32u)
+static unsigned turn_takes = TURN_TAKES; /* the taker's mallocs */
 
 static void *turn_blocks[TURN_BATCHES * 32u];
 static size_t turn_size = OBJ; /* the size the turns allocate */
 static void *turn_stashed[TURN_STASHED * 32u];
-static void *turn_taken[TURN_TAKES];
+static void *turn_taken[TURN_TAKES_SLOW];
 
 static void *turn_allocate(void *arg)
 {
@@ -78,10 +85,10 @@ static void *turn_free(void *arg)
 static void *turn_take(void *arg)
 {
 	size_t *stashed_after = arg;
-	for (unsigned k = 0; k < TURN_TAKES; k++)
+	for (unsigned k = 0; k < turn_takes; k++)
 		turn_taken[k] = pa_malloc(turn_size);
 	*stashed_after = central_stashed(pa_size_to_class(turn_size));
-	for (unsigned k = 0; k < TURN_TAKES; k++)
+	for (unsigned k = 0; k < turn_takes; k++)
 		pa_free(turn_taken[k]);
 	return NULL;
 }
@@ -105,7 +112,7 @@ static size_t taken_of_the_stashed(void)
 	TU_EQ(stashed_after, 0);
 	size_t same = 0;
 	for (unsigned k = 0; k < TURN_STASHED * 32u; k++)
-		for (unsigned j = 0; j < TURN_TAKES; j++)
+		for (unsigned j = 0; j < turn_takes; j++)
 			same += turn_stashed[k] == turn_taken[j];
 	return same;
 }
@@ -131,6 +138,55 @@ static void a_consumer_s_stashed_batches_go_whole_to_its_producer(void **state)
 	TU_EQ(class_spans(cls), spans);
 }
 
+/* A thread's first malloc of a class, its list in slow start, takes the
+ * newest stashed batch whole: it gets the batch's first object, the stash
+ * holds one batch fewer, and its next 31 mallocs are the batch's other
+ * objects, in their order. (A slow-start refill once took one object from
+ * the spans, and the threads of a program that comes and goes left their
+ * batches piling up in the stash: central.h.) */
+struct first_refill {
+	void *got[32];    /* the thread's first 32 mallocs */
+	unsigned batches; /* stashed batches right after its first malloc */
+};
+
+static void *first_refill(void *arg)
+{
+	struct first_refill *r = arg;
+	unsigned cls = pa_size_to_class(OBJ);
+	r->got[0] = pa_malloc(OBJ);
+	r->batches = central_stash_batches(cls);
+	for (unsigned k = 1; k < 32u; k++)
+		r->got[k] = pa_malloc(OBJ);
+	for (unsigned k = 0; k < 32u; k++)
+		pa_free(r->got[k]);
+	return NULL;
+}
+
+static void a_thread_s_first_refill_takes_a_stashed_batch_whole(void **state)
+{
+	(void)state;
+	unsigned cls = pa_size_to_class(OBJ);
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+	size_t spans = class_spans(cls);
+	run_in_thread(turn_allocate, NULL);
+	run_in_thread(turn_free, NULL);
+	TU_EQ(central_stash_batches(cls), TURN_STASHED);
+	void **o = central_stash[cls].slot[TURN_STASHED - 1];
+	TU_EQ(o != NULL, 1);
+	void *batch[32];
+	for (unsigned k = 0; k < 32u; k++, o = o[0])
+		batch[k] = o;
+	struct first_refill r = {.batches = 0};
+	run_in_thread(first_refill, &r);
+	TU_EQ(r.batches, TURN_STASHED - 1u);
+	for (unsigned k = 0; k < 32u; k++)
+		TU_EQ(r.got[k], batch[k]);
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+	TU_EQ(class_spans(cls), spans);
+}
+
 /* The hint (central.h: `top`) is stored without a read-modify-write, so a
  * race can leave it at the stash's cap with every slot below it empty, or
  * at 0 with the batches above it. Gives then still find the empty slots
@@ -138,7 +194,8 @@ static void a_consumer_s_stashed_batches_go_whole_to_its_producer(void **state)
  * down, then from the cap): a hint at the cap once sent every give of a
  * producer/consumer's class to its spans under the lock until the next
  * decay. Here the consumer's 7 batches go to slots 0-6 under a hint at the
- * cap, and the producer's refills take all 224 objects under a hint at 0. */
+ * cap, and the producer's whole-batch refills take all 224 objects under a
+ * hint at 0. */
 static void a_stale_hint_still_finds_the_free_slots_and_the_batches(void **state)
 {
 	(void)state;
@@ -157,7 +214,9 @@ static void a_stale_hint_still_finds_the_free_slots_and_the_batches(void **state
 	TU_EQ(__atomic_load_n(&central_stash[cls].top, __ATOMIC_RELAXED), TURN_STASHED);
 	__atomic_store_n(&central_stash[cls].top, 0, __ATOMIC_RELAXED);
 	size_t stashed_after = SIZE_MAX;
+	turn_takes = TURN_TAKES_SLOW;
 	run_in_thread(turn_take, &stashed_after);
+	turn_takes = TURN_TAKES;
 	TU_EQ(stashed_after, 0);
 	pa_thread_cache_flush();
 	TU_EQ(central_stashed(cls), 0);
@@ -263,9 +322,25 @@ static struct marks marks_of(unsigned cls)
 	                      __atomic_load_n(&st->empty, __ATOMIC_RELAXED)};
 }
 
-/* A taker's slow refills (1 .. 31 objects, from the spans) and one whole
- * batch: the marks right after it, before the thread frees them all. */
-static void *refill_once(void *arg)
+/* A thread's first 32 mallocs: its first refill takes the newest stashed
+ * batch whole (no slow start from the spans), and the 32 objects serve the
+ * rest; then it frees them. */
+static void *refill_one_batch(void *arg)
+{
+	struct marks *after = arg;
+	static void *p[32];
+	for (unsigned k = 0; k < 32u; k++)
+		p[k] = pa_malloc(OBJ);
+	*after = marks_of(pa_size_to_class(OBJ));
+	for (unsigned k = 0; k < 32u; k++)
+		pa_free(p[k]);
+	return NULL;
+}
+
+/* 528 mallocs of a thread: with the stash empty, slow refills from the
+ * spans (1 .. 31 objects) and one of a batch; the marks right after them,
+ * before the thread frees them all (its overflows give batches back). */
+static void *refill_from_spans(void *arg)
 {
 	struct marks *after = arg;
 	enum { N = 31u * 32u / 2u + 32u };
@@ -319,7 +394,7 @@ static void a_full_or_empty_stash_is_marked_until_the_other_side_comes(void **st
 	TU_EQ(m.full, 1);
 	TU_EQ(m.empty, 0);
 	/* One whole-batch refill: the newest batch, and the full mark goes. */
-	run_in_thread(refill_once, &m);
+	run_in_thread(refill_one_batch, &m);
 	TU_EQ(m.top, 511);
 	TU_EQ(m.full, 0);
 	/* The decay (here the flush's) empties the stash; a refill then finds
@@ -328,7 +403,7 @@ static void a_full_or_empty_stash_is_marked_until_the_other_side_comes(void **st
 	TU_EQ(central_stashed(cls), 0);
 	TU_EQ(marks_of(cls).full, 0);
 	__atomic_store_n(&central_stash[cls].top, 512, __ATOMIC_RELAXED);
-	run_in_thread(refill_once, &m);
+	run_in_thread(refill_from_spans, &m);
 	TU_EQ(m.top, 0);
 	TU_EQ(m.empty, 1);
 	/* Its own overflows at exit were gives: the empty mark went. */
@@ -471,6 +546,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    TU_TEST(a_consumer_s_stashed_batches_go_whole_to_its_producer),
+	    TU_TEST(a_thread_s_first_refill_takes_a_stashed_batch_whole),
 	    TU_TEST(a_stale_hint_still_finds_the_free_slots_and_the_batches),
 	    TU_TEST(a_stashed_batch_holds_its_objects_address_tree),
 	    TU_TEST(a_tree_overwritten_after_the_free_costs_no_object),
