@@ -376,11 +376,14 @@ static unsigned take_from(struct pa_central *c, struct pa_span *s, unsigned want
 	return got;
 }
 
-/* Stash batches a class may hold (CENTRAL_STASH_MAX, PA_STASH_BYTES). */
+/* Stash batches a class may hold (CENTRAL_STASH_MAX, PA_STASH_BYTES), as
+ * many objects as batches of at most CENTRAL_BATCH would make: a tiny
+ * class's larger batches (central.h) make fewer trips, not a deeper stash
+ * (with the slots' count kept, mstress's stashes held 0.9 MiB more). */
 static unsigned stash_cap(unsigned cls)
 {
-	return stash_cap_of((size_t)central_batch(cls) * pa_sizeclasses[cls].size,
-	                    CENTRAL_STASH_MAX);
+	unsigned b = central_batch(cls), unit = b < CENTRAL_BATCH ? b : CENTRAL_BATCH;
+	return stash_cap_of((size_t)unit * pa_sizeclasses[cls].size, CENTRAL_STASH_MAX) * unit / b;
 }
 
 /* Free carve slot k of c; lock held. */

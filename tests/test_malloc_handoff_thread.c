@@ -26,7 +26,9 @@
 #include "sizeclass_table.h"
 #include "stash.h"
 
-#define OBJ 64
+/* A class whose batch is 32 objects and whose stash holds 256 of them
+ * (central.h: classes of up to 64 bytes move 64 objects a batch). */
+#define OBJ 128
 
 static size_t class_spans(unsigned cls)
 {
@@ -53,22 +55,23 @@ static void run_in_thread(void *(*fn)(void *), void *arg)
  * in slow start, and its later ones whole batches too: as many mallocs as
  * the stash holds objects take them all (slow-start refills from the spans,
  * 1, 2, .. 31 objects, would have left the stash alone for 496). */
-#define TURN_TAKES (TURN_STASHED * 32u)
+#define TURN_TAKES (TURN_STASHED * turn_batch)
 /* Under a hint at 0 (a race's, below) slow-start refills do not look in
  * the stash: the taker's refills go 1, 2, .. 31 objects from the spans,
  * then whole batches, which look past the hint. */
 #define TURN_TAKES_SLOW (31u * 32u / 2u + TURN_STASHED * 32u)
-static unsigned turn_takes = TURN_TAKES; /* the taker's mallocs */
 
-static void *turn_blocks[TURN_BATCHES * 32u];
-static size_t turn_size = OBJ; /* the size the turns allocate */
-static void *turn_stashed[TURN_STASHED * 32u];
+static size_t turn_size = OBJ;     /* the size the turns allocate */
+static unsigned turn_batch = 32u;  /* its class's batch */
+static unsigned turn_takes = 224u; /* the taker's mallocs: TURN_TAKES */
+static void *turn_blocks[TURN_BATCHES * CENTRAL_BATCH_MAX];
+static void *turn_stashed[TURN_STASHED * CENTRAL_BATCH_MAX];
 static void *turn_taken[TURN_TAKES_SLOW];
 
 static void *turn_allocate(void *arg)
 {
 	(void)arg;
-	for (unsigned k = 0; k < TURN_BATCHES * 32u; k++)
+	for (unsigned k = 0; k < TURN_BATCHES * turn_batch; k++)
 		turn_blocks[k] = pa_malloc(turn_size);
 	pa_thread_cache_flush(); /* the rest of its last refill */
 	return NULL;
@@ -77,7 +80,7 @@ static void *turn_allocate(void *arg)
 static void *turn_free(void *arg)
 {
 	(void)arg;
-	for (unsigned k = 0; k < TURN_BATCHES * 32u; k++)
+	for (unsigned k = 0; k < TURN_BATCHES * turn_batch; k++)
 		pa_free(turn_blocks[k]);
 	return NULL;
 }
@@ -111,7 +114,7 @@ static size_t taken_of_the_stashed(void)
 	run_in_thread(turn_take, &stashed_after);
 	TU_EQ(stashed_after, 0);
 	size_t same = 0;
-	for (unsigned k = 0; k < TURN_STASHED * 32u; k++)
+	for (unsigned k = 0; k < TURN_STASHED * turn_batch; k++)
 		for (unsigned j = 0; j < turn_takes; j++)
 			same += turn_stashed[k] == turn_taken[j];
 	return same;
@@ -201,7 +204,7 @@ static void a_stale_hint_still_finds_the_free_slots_and_the_batches(void **state
 	(void)state;
 	unsigned cls = pa_size_to_class(OBJ);
 	uint32_t cap = stash_cap_of((size_t)central_batch(cls) * OBJ, CENTRAL_STASH_MAX);
-	TU_EQ(cap, 512);
+	TU_EQ(cap, 256);
 	pa_thread_cache_flush();
 	TU_EQ(central_stashed(cls), 0);
 	size_t spans = class_spans(cls);
@@ -226,21 +229,25 @@ static void a_stale_hint_still_finds_the_free_slots_and_the_batches(void **state
 /* A stashed batch's address tree (central.c): object k > 0 of the batch, in
  * its links' order, is in word 2 + (k - 1) % F of object (k - 1) / F, where
  * F is the object's words less the link and the free-key (at most 31). For
- * every stashed batch of each size, every one of its 31 objects is where
- * the rule puts it; and the producer's refills then take all 224 objects,
+ * every stashed batch of each size, every one of its later objects (63 in
+ * the 64-object batches of 32 and 64 bytes, 31 in the others) is where the
+ * rule puts it; and the producer's refills then take every stashed object,
  * as without the tree. */
 static void a_stashed_batch_holds_its_objects_address_tree(void **state)
 {
 	(void)state;
 	static const struct {
 		size_t size;
-		unsigned fan;
-	} cases[] = {{32, 2}, {64, 6}, {128, 14}, {256, 30}};
+		unsigned fan, batch;
+	} cases[] = {{32, 2, 64}, {64, 6, 64}, {128, 14, 32}, {256, 30, 32}};
 	for (unsigned c = 0; c < sizeof cases / sizeof cases[0]; c++) {
 		turn_size = cases[c].size;
 		unsigned cls = pa_size_to_class(turn_size), fan = cases[c].fan;
 		TU_EQ(pa_sizeclasses[cls].size, turn_size);
-		TU_EQ(central_batch(cls), 32);
+		unsigned b = cases[c].batch;
+		TU_EQ(central_batch(cls), b);
+		turn_batch = b;
+		turn_takes = TURN_TAKES;
 		pa_thread_cache_flush();
 		TU_EQ(central_stashed(cls), 0);
 		size_t spans = class_spans(cls);
@@ -249,19 +256,19 @@ static void a_stashed_batch_holds_its_objects_address_tree(void **state)
 		TU_EQ(central_stash_batches(cls), TURN_STASHED);
 		unsigned batches = 0, placed = 0;
 		for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++) {
-			void **a[32];
+			void **a[CENTRAL_BATCH_MAX];
 			unsigned n = 0;
 			for (void **o = central_stash[cls].slot[k]; o != NULL; o = o[0])
-				a[n++ % 32u] = o;
+				a[n++ % CENTRAL_BATCH_MAX] = o;
 			if (n == 0)
 				continue;
-			TU_EQ(n, 32);
+			TU_EQ(n, b);
 			batches++;
-			for (unsigned j = 1; j < 32; j++)
+			for (unsigned j = 1; j < b; j++)
 				placed += a[(j - 1) / fan][2 + (j - 1) % fan] == (void *)a[j];
 		}
 		TU_EQ(batches, TURN_STASHED);
-		TU_EQ(placed, TURN_STASHED * 31u);
+		TU_EQ(placed, TURN_STASHED * (b - 1u));
 		size_t stashed_after = SIZE_MAX;
 		run_in_thread(turn_take, &stashed_after);
 		TU_EQ(stashed_after, 0);
@@ -270,13 +277,15 @@ static void a_stashed_batch_holds_its_objects_address_tree(void **state)
 		TU_EQ(class_spans(cls), spans);
 	}
 	turn_size = OBJ;
+	turn_batch = 32u;
+	turn_takes = TURN_TAKES;
 }
 
 /* A program that writes into a freed object while its batch is stashed may
  * overwrite the tree. A refill reads no address that is not on a page of
  * the batch's class: here the head of every stashed batch holds an address
  * with no page (0x1000) in its first tree word, and the address of a
- * 128-byte object (another class's page) in its second, and the producer's
+ * 256-byte object (another class's page) in its second, and the producer's
  * refills still take all 224 objects, the very ones stashed, through their
  * links (without the check the first read faults). */
 static void a_tree_overwritten_after_the_free_costs_no_object(void **state)
@@ -284,8 +293,8 @@ static void a_tree_overwritten_after_the_free_costs_no_object(void **state)
 	(void)state;
 	turn_size = OBJ;
 	unsigned cls = pa_size_to_class(OBJ);
-	void *other = pa_malloc(128);
-	TU_EQ(pa_size_to_class(128) != cls, 1);
+	void *other = pa_malloc(256);
+	TU_EQ(pa_size_to_class(256) != cls, 1);
 	pa_thread_cache_flush();
 	TU_EQ(central_stashed(cls), 0);
 	size_t spans = class_spans(cls);
@@ -353,16 +362,22 @@ static void *refill_from_spans(void *arg)
 	return NULL;
 }
 
-/* 514 batches: a freeing thread's 513 overflows fill the 512 slots and
+/* 258 batches: a freeing thread's 257 overflows fill the 256 slots and
  * find the stash full once. */
-#define FULL_OBJECTS (514u * 32u)
-static void *full_blocks[FULL_OBJECTS];
+#define FULL_OBJECTS (258u * 32u)
+/* The same for a tiny class (32 bytes, batches of 64): 258 batches, 256
+ * slots, the 16,384 objects of batches of 32 in 512 slots. */
+#define FULL_TINY 32u
+#define FULL_TINY_OBJECTS (258u * 64u)
+static void *full_blocks[FULL_TINY_OBJECTS];
+static size_t full_size = OBJ;
+static unsigned full_objects = FULL_OBJECTS;
 
 static void *full_allocate(void *arg)
 {
 	(void)arg;
-	for (unsigned k = 0; k < FULL_OBJECTS; k++)
-		full_blocks[k] = pa_malloc(OBJ);
+	for (unsigned k = 0; k < full_objects; k++)
+		full_blocks[k] = pa_malloc(full_size);
 	pa_thread_cache_flush();
 	return NULL;
 }
@@ -370,9 +385,36 @@ static void *full_allocate(void *arg)
 static void *full_free(void *arg)
 {
 	(void)arg;
-	for (unsigned k = 0; k < FULL_OBJECTS; k++)
+	for (unsigned k = 0; k < full_objects; k++)
 		pa_free(full_blocks[k]);
 	return NULL;
+}
+
+/* A class of up to 64 bytes moves 64 objects a batch, and its stash holds
+ * as many objects as with batches of 32 (central.c: stash_cap): 16,384 of
+ * 32 bytes in 256 slots, where batches of 32 fill all 512 (and batches of 64
+ * in 512 slots would hold twice as many). */
+static void a_tiny_class_s_stash_holds_the_objects_of_batches_of_32(void **state)
+{
+	(void)state;
+	unsigned cls = pa_size_to_class(FULL_TINY);
+	TU_EQ(central_batch(cls), 64);
+	TU_EQ(stash_cap_of(32u * FULL_TINY, CENTRAL_STASH_MAX), 512);
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+	size_t spans = class_spans(cls);
+	full_size = FULL_TINY;
+	full_objects = FULL_TINY_OBJECTS;
+	run_in_thread(full_allocate, NULL);
+	run_in_thread(full_free, NULL);
+	full_size = OBJ;
+	full_objects = FULL_OBJECTS;
+	TU_EQ(central_stash_batches(cls), 256);
+	TU_EQ(central_stashed(cls), 16384);
+	TU_EQ(marks_of(cls).full, 1);
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+	TU_EQ(class_spans(cls), spans);
 }
 
 /* A give that finds every slot taken reads them all once and marks the
@@ -388,21 +430,21 @@ static void a_full_or_empty_stash_is_marked_until_the_other_side_comes(void **st
 	size_t spans = class_spans(cls);
 	run_in_thread(full_allocate, NULL);
 	run_in_thread(full_free, NULL);
-	TU_EQ(central_stash_batches(cls), 512);
+	TU_EQ(central_stash_batches(cls), 256);
 	struct marks m = marks_of(cls);
-	TU_EQ(m.top, 512);
+	TU_EQ(m.top, 256);
 	TU_EQ(m.full, 1);
 	TU_EQ(m.empty, 0);
 	/* One whole-batch refill: the newest batch, and the full mark goes. */
 	run_in_thread(refill_one_batch, &m);
-	TU_EQ(m.top, 511);
+	TU_EQ(m.top, 255);
 	TU_EQ(m.full, 0);
 	/* The decay (here the flush's) empties the stash; a refill then finds
 	 * none. */
 	pa_thread_cache_flush();
 	TU_EQ(central_stashed(cls), 0);
 	TU_EQ(marks_of(cls).full, 0);
-	__atomic_store_n(&central_stash[cls].top, 512, __ATOMIC_RELAXED);
+	__atomic_store_n(&central_stash[cls].top, 256, __ATOMIC_RELAXED);
 	run_in_thread(refill_from_spans, &m);
 	TU_EQ(m.top, 0);
 	TU_EQ(m.empty, 1);
@@ -547,6 +589,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    TU_TEST(a_consumer_s_stashed_batches_go_whole_to_its_producer),
 	    TU_TEST(a_thread_s_first_refill_takes_a_stashed_batch_whole),
+	    TU_TEST(a_tiny_class_s_stash_holds_the_objects_of_batches_of_32),
 	    TU_TEST(a_stale_hint_still_finds_the_free_slots_and_the_batches),
 	    TU_TEST(a_stashed_batch_holds_its_objects_address_tree),
 	    TU_TEST(a_tree_overwritten_after_the_free_costs_no_object),

@@ -346,13 +346,13 @@ static void a_thread_that_frees_what_it_takes_keeps_four_batches(void **state)
 
 /* A thread that frees much more than it allocates: its 1024th overflow with
  * no refill of any class between cuts its grown lists back to four batches.
- * Its list of 16 bytes grows by one a free up to a batch (32, at the 32nd
+ * Its list of 128 bytes grows by one a free up to a batch (32, at the 32nd
  * foreign free) and overflows at free 33 and every 32nd after: the 1024th
  * at free 33 + 32 * 1023 = 32769. */
 #define NDRAIN (33 + 32 * 1023)
 
 struct drain {
-	void **foreign; /* NDRAIN blocks of 16 bytes from the main thread */
+	void **foreign; /* NDRAIN blocks of 128 bytes from the main thread */
 	uint32_t grown, before, after, count_after;
 };
 
@@ -378,12 +378,12 @@ static void a_thread_that_drains_cuts_its_grown_lists(void **state)
 {
 	(void)state;
 	TU_EQ(PA_TC_DRAIN, 1024);
-	TU_EQ(central_batch(pa_size_to_class(16)), 32);
+	TU_EQ(central_batch(pa_size_to_class(128)), 32);
 	struct drain r;
 	r.foreign = pa_malloc(NDRAIN * sizeof(void *));
 	assert_non_null(r.foreign);
 	for (int k = 0; k < NDRAIN; k++) {
-		r.foreign[k] = pa_malloc(16);
+		r.foreign[k] = pa_malloc(128);
 		assert_non_null(r.foreign[k]);
 	}
 	run_in_thread(drain_thread, &r);
