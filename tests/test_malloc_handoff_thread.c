@@ -120,6 +120,33 @@ static size_t taken_of_the_stashed(void)
 	return same;
 }
 
+/* Every stash emptied (the flush's decay): cls's stash holds nothing, and
+ * how many spans the class has, for stash_emptied_back_to. */
+static size_t stash_emptied_spans(unsigned cls)
+{
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+	return class_spans(cls);
+}
+
+/* The same at a test's end: nothing stashed, and the spans the hand-offs
+ * made have all gone back (spans: stash_emptied_spans's at its start). */
+static void stash_emptied_back_to(unsigned cls, size_t spans)
+{
+	pa_thread_cache_flush();
+	TU_EQ(central_stashed(cls), 0);
+	TU_EQ(class_spans(cls), spans);
+}
+
+/* One thread allocates TURN_BATCHES batches, another frees them: the
+ * freeing thread's overflows leave TURN_STASHED batches in cls's stash. */
+static void turn_stash(unsigned cls)
+{
+	run_in_thread(turn_allocate, NULL);
+	run_in_thread(turn_free, NULL);
+	TU_EQ(central_stash_batches(cls), TURN_STASHED);
+}
+
 /* What the consumer stashed, the producer's whole-batch refills take: every
  * one of the 224 objects in the stash comes back to it, and the stash is
  * empty after. */
@@ -128,17 +155,11 @@ static void a_consumer_s_stashed_batches_go_whole_to_its_producer(void **state)
 	(void)state;
 	unsigned cls = pa_size_to_class(OBJ);
 	TU_EQ(central_batch(cls), 32);
-	pa_thread_cache_flush();
-	TU_EQ(central_stashed(cls), 0);
-	size_t spans = class_spans(cls);
-	run_in_thread(turn_allocate, NULL);
-	run_in_thread(turn_free, NULL);
-	TU_EQ(central_stash_batches(cls), TURN_STASHED);
+	size_t spans = stash_emptied_spans(cls);
+	turn_stash(cls);
 	TU_EQ(stashed_objects(cls), TURN_STASHED * 32u);
 	TU_EQ(taken_of_the_stashed(), TURN_STASHED * 32u);
-	pa_thread_cache_flush();
-	TU_EQ(central_stashed(cls), 0);
-	TU_EQ(class_spans(cls), spans);
+	stash_emptied_back_to(cls, spans);
 }
 
 /* A thread's first malloc of a class, its list in slow start, takes the
@@ -169,12 +190,8 @@ static void a_thread_s_first_refill_takes_a_stashed_batch_whole(void **state)
 {
 	(void)state;
 	unsigned cls = pa_size_to_class(OBJ);
-	pa_thread_cache_flush();
-	TU_EQ(central_stashed(cls), 0);
-	size_t spans = class_spans(cls);
-	run_in_thread(turn_allocate, NULL);
-	run_in_thread(turn_free, NULL);
-	TU_EQ(central_stash_batches(cls), TURN_STASHED);
+	size_t spans = stash_emptied_spans(cls);
+	turn_stash(cls);
 	void **o = central_stash[cls].slot[TURN_STASHED - 1];
 	TU_EQ(o != NULL, 1);
 	void *batch[32];
@@ -185,9 +202,7 @@ static void a_thread_s_first_refill_takes_a_stashed_batch_whole(void **state)
 	TU_EQ(r.batches, TURN_STASHED - 1u);
 	for (unsigned k = 0; k < 32u; k++)
 		TU_EQ(r.got[k], batch[k]);
-	pa_thread_cache_flush();
-	TU_EQ(central_stashed(cls), 0);
-	TU_EQ(class_spans(cls), spans);
+	stash_emptied_back_to(cls, spans);
 }
 
 /* The hint (central.h: `top`) is stored without a read-modify-write, so a
@@ -205,9 +220,7 @@ static void a_stale_hint_still_finds_the_free_slots_and_the_batches(void **state
 	unsigned cls = pa_size_to_class(OBJ);
 	uint32_t cap = stash_cap_of((size_t)central_batch(cls) * OBJ, CENTRAL_STASH_MAX);
 	TU_EQ(cap, 256);
-	pa_thread_cache_flush();
-	TU_EQ(central_stashed(cls), 0);
-	size_t spans = class_spans(cls);
+	size_t spans = stash_emptied_spans(cls);
 	run_in_thread(turn_allocate, NULL);
 	__atomic_store_n(&central_stash[cls].top, cap, __ATOMIC_RELAXED);
 	run_in_thread(turn_free, NULL);
@@ -221,9 +234,7 @@ static void a_stale_hint_still_finds_the_free_slots_and_the_batches(void **state
 	run_in_thread(turn_take, &stashed_after);
 	turn_takes = TURN_TAKES;
 	TU_EQ(stashed_after, 0);
-	pa_thread_cache_flush();
-	TU_EQ(central_stashed(cls), 0);
-	TU_EQ(class_spans(cls), spans);
+	stash_emptied_back_to(cls, spans);
 }
 
 /* A stashed batch's address tree (central.c): object k > 0 of the batch, in
@@ -248,12 +259,8 @@ static void a_stashed_batch_holds_its_objects_address_tree(void **state)
 		TU_EQ(central_batch(cls), b);
 		turn_batch = b;
 		turn_takes = TURN_TAKES;
-		pa_thread_cache_flush();
-		TU_EQ(central_stashed(cls), 0);
-		size_t spans = class_spans(cls);
-		run_in_thread(turn_allocate, NULL);
-		run_in_thread(turn_free, NULL);
-		TU_EQ(central_stash_batches(cls), TURN_STASHED);
+		size_t spans = stash_emptied_spans(cls);
+		turn_stash(cls);
 		unsigned batches = 0, placed = 0;
 		for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++) {
 			void **a[CENTRAL_BATCH_MAX];
@@ -272,9 +279,7 @@ static void a_stashed_batch_holds_its_objects_address_tree(void **state)
 		size_t stashed_after = SIZE_MAX;
 		run_in_thread(turn_take, &stashed_after);
 		TU_EQ(stashed_after, 0);
-		pa_thread_cache_flush();
-		TU_EQ(central_stashed(cls), 0);
-		TU_EQ(class_spans(cls), spans);
+		stash_emptied_back_to(cls, spans);
 	}
 	turn_size = OBJ;
 	turn_batch = 32u;
@@ -295,9 +300,7 @@ static void a_tree_overwritten_after_the_free_costs_no_object(void **state)
 	unsigned cls = pa_size_to_class(OBJ);
 	void *other = pa_malloc(256);
 	TU_EQ(pa_size_to_class(256) != cls, 1);
-	pa_thread_cache_flush();
-	TU_EQ(central_stashed(cls), 0);
-	size_t spans = class_spans(cls);
+	size_t spans = stash_emptied_spans(cls);
 	run_in_thread(turn_allocate, NULL);
 	run_in_thread(turn_free, NULL);
 	unsigned spoilt = 0;
@@ -313,9 +316,7 @@ static void a_tree_overwritten_after_the_free_costs_no_object(void **state)
 	TU_EQ(stashed_objects(cls), TURN_STASHED * 32u);
 	TU_EQ(taken_of_the_stashed(), TURN_STASHED * 32u);
 	pa_free(other);
-	pa_thread_cache_flush();
-	TU_EQ(central_stashed(cls), 0);
-	TU_EQ(class_spans(cls), spans);
+	stash_emptied_back_to(cls, spans);
 }
 
 /* A stash's marks (central.h): full and empty, and the hint. */
@@ -400,9 +401,7 @@ static void a_tiny_class_s_stash_holds_the_objects_of_batches_of_32(void **state
 	unsigned cls = pa_size_to_class(FULL_TINY);
 	TU_EQ(central_batch(cls), 64);
 	TU_EQ(stash_cap_of(32u * FULL_TINY, CENTRAL_STASH_MAX), 512);
-	pa_thread_cache_flush();
-	TU_EQ(central_stashed(cls), 0);
-	size_t spans = class_spans(cls);
+	size_t spans = stash_emptied_spans(cls);
 	full_size = FULL_TINY;
 	full_objects = FULL_TINY_OBJECTS;
 	run_in_thread(full_allocate, NULL);
@@ -412,9 +411,7 @@ static void a_tiny_class_s_stash_holds_the_objects_of_batches_of_32(void **state
 	TU_EQ(central_stash_batches(cls), 256);
 	TU_EQ(central_stashed(cls), 16384);
 	TU_EQ(marks_of(cls).full, 1);
-	pa_thread_cache_flush();
-	TU_EQ(central_stashed(cls), 0);
-	TU_EQ(class_spans(cls), spans);
+	stash_emptied_back_to(cls, spans);
 }
 
 /* A give that finds every slot taken reads them all once and marks the
@@ -425,9 +422,7 @@ static void a_full_or_empty_stash_is_marked_until_the_other_side_comes(void **st
 {
 	(void)state;
 	unsigned cls = pa_size_to_class(OBJ);
-	pa_thread_cache_flush();
-	TU_EQ(central_stashed(cls), 0);
-	size_t spans = class_spans(cls);
+	size_t spans = stash_emptied_spans(cls);
 	run_in_thread(full_allocate, NULL);
 	run_in_thread(full_free, NULL);
 	TU_EQ(central_stash_batches(cls), 256);
@@ -450,9 +445,7 @@ static void a_full_or_empty_stash_is_marked_until_the_other_side_comes(void **st
 	TU_EQ(m.empty, 1);
 	/* Its own overflows at exit were gives: the empty mark went. */
 	TU_EQ(marks_of(cls).empty, 0);
-	pa_thread_cache_flush();
-	TU_EQ(central_stashed(cls), 0);
-	TU_EQ(class_spans(cls), spans);
+	stash_emptied_back_to(cls, spans);
 }
 
 /* ---- at once ---------------------------------------------------------------- */
@@ -516,9 +509,7 @@ static void a_producer_and_its_consumer_hand_off_every_object_once(void **state)
 	assert_int_equal(pthread_join(prod, NULL), 0);
 	assert_int_equal(pthread_join(cons, NULL), 0);
 	TU_EQ(r.sum, (uint64_t)RING_OBJECTS * (RING_OBJECTS - 1u) / 2u);
-	pa_thread_cache_flush();
-	TU_EQ(central_stashed(cls), 0);
-	TU_EQ(class_spans(cls), spans);
+	stash_emptied_back_to(cls, spans);
 	struct pa_malloc_stats m;
 	assert_int_equal(pa_malloc_stats(&m), 0);
 	TU_EQ(m.classes[cls].objects, 0);
