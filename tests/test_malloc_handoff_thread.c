@@ -27,7 +27,7 @@
 #include "stash.h"
 
 /* A class whose batch is 32 objects and whose stash holds 256 of them
- * (central.h: classes of up to 64 bytes move 64 objects a batch). */
+ * (central.h: classes of up to 64 bytes move 128 objects a batch). */
 #define OBJ 128
 
 static size_t class_spans(unsigned cls)
@@ -241,7 +241,7 @@ static void a_stale_hint_still_finds_the_free_slots_and_the_batches(void **state
  * its links' order, is in word 2 + (k - 1) % F of object (k - 1) / F, where
  * F is the object's words less the link and the free-key (at most 31). For
  * every stashed batch of each size, every one of its later objects (63 in
- * the 64-object batches of 32 and 64 bytes, 31 in the others) is where the
+ * the 128-object batches of 32 and 64 bytes, 31 in the others) is where the
  * rule puts it; and the producer's refills then take every stashed object,
  * as without the tree. */
 static void a_stashed_batch_holds_its_objects_address_tree(void **state)
@@ -250,7 +250,7 @@ static void a_stashed_batch_holds_its_objects_address_tree(void **state)
 	static const struct {
 		size_t size;
 		unsigned fan, batch;
-	} cases[] = {{32, 2, 64}, {64, 6, 64}, {128, 14, 32}, {256, 30, 32}};
+	} cases[] = {{32, 2, 128}, {64, 6, 128}, {128, 14, 32}, {256, 30, 32}};
 	for (unsigned c = 0; c < sizeof cases / sizeof cases[0]; c++) {
 		turn_size = cases[c].size;
 		unsigned cls = pa_size_to_class(turn_size), fan = cases[c].fan;
@@ -366,10 +366,10 @@ static void *refill_from_spans(void *arg)
 /* 258 batches: a freeing thread's 257 overflows fill the 256 slots and
  * find the stash full once. */
 #define FULL_OBJECTS (258u * 32u)
-/* The same for a tiny class (32 bytes, batches of 64): 258 batches, 256
+/* The same for a tiny class (32 bytes, batches of 128): 130 batches, 128
  * slots, the 16,384 objects of batches of 32 in 512 slots. */
 #define FULL_TINY 32u
-#define FULL_TINY_OBJECTS (258u * 64u)
+#define FULL_TINY_OBJECTS (130u * 128u)
 static void *full_blocks[FULL_TINY_OBJECTS];
 static size_t full_size = OBJ;
 static unsigned full_objects = FULL_OBJECTS;
@@ -391,15 +391,15 @@ static void *full_free(void *arg)
 	return NULL;
 }
 
-/* A class of up to 64 bytes moves 64 objects a batch, and its stash holds
+/* A class of up to 64 bytes moves 128 objects a batch, and its stash holds
  * as many objects as with batches of 32 (central.c: stash_cap): 16,384 of
- * 32 bytes in 256 slots, where batches of 32 fill all 512 (and batches of 64
- * in 512 slots would hold twice as many). */
+ * 32 bytes in 128 slots, where batches of 32 fill all 512 (and batches of
+ * 128 in 512 slots would hold four times as many). */
 static void a_tiny_class_s_stash_holds_the_objects_of_batches_of_32(void **state)
 {
 	(void)state;
 	unsigned cls = pa_size_to_class(FULL_TINY);
-	TU_EQ(central_batch(cls), 64);
+	TU_EQ(central_batch(cls), 128);
 	TU_EQ(stash_cap_of(32u * FULL_TINY, CENTRAL_STASH_MAX), 512);
 	size_t spans = stash_emptied_spans(cls);
 	full_size = FULL_TINY;
@@ -408,7 +408,7 @@ static void a_tiny_class_s_stash_holds_the_objects_of_batches_of_32(void **state
 	run_in_thread(full_free, NULL);
 	full_size = OBJ;
 	full_objects = FULL_OBJECTS;
-	TU_EQ(central_stash_batches(cls), 256);
+	TU_EQ(central_stash_batches(cls), 128);
 	TU_EQ(central_stashed(cls), 16384);
 	TU_EQ(marks_of(cls).full, 1);
 	stash_emptied_back_to(cls, spans);
