@@ -66,7 +66,11 @@ static unsigned turn_batch = 32u;  /* its class's batch */
 static unsigned turn_takes = 224u; /* the taker's mallocs: TURN_TAKES */
 static void *turn_blocks[TURN_BATCHES * CENTRAL_BATCH_MAX];
 static void *turn_stashed[TURN_STASHED * CENTRAL_BATCH_MAX];
-static void *turn_taken[TURN_TAKES_SLOW];
+/* The taker's mallocs: TURN_TAKES_SLOW, or a tiny class's 7 batches of 128. */
+#define TURN_TAKEN_MAX                                                                             \
+	(TURN_TAKES_SLOW > TURN_STASHED * CENTRAL_BATCH_MAX ? TURN_TAKES_SLOW                      \
+	                                                    : TURN_STASHED * CENTRAL_BATCH_MAX)
+static void *turn_taken[TURN_TAKEN_MAX];
 
 static void *turn_allocate(void *arg)
 {
