@@ -771,8 +771,8 @@ void central_adopt(struct pa_span *s, struct pa_span_spares *sp)
 
 unsigned central_stash_batches(unsigned cls)
 {
-	unsigned n = 0;
-	for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++)
+	unsigned n = 0, cap = stash_cap(cls); /* no give goes past the cap */
+	for (unsigned k = 0; k < cap; k++)
 		n += __atomic_load_n(&central_stash[cls].slot[k], __ATOMIC_RELAXED) != NULL;
 	return n;
 }
@@ -800,11 +800,11 @@ size_t central_stash_drain(int all, struct pa_span_spares *sp)
 		    __atomic_load_n(&stash_seen_n[cls], __ATOMIC_RELAXED) == 0 &&
 		    __atomic_load_n(&c->frag_since, __ATOMIC_RELAXED) == FRAG_NO)
 			continue;
-		unsigned batch = central_batch(cls);
+		unsigned batch = central_batch(cls), cap = stash_cap(cls);
 		uint32_t seen_n = 0, top = 0;
 		lock_acquire(&c->lock);
 		frag_decay(c);
-		for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++) {
+		for (unsigned k = 0; k < cap; k++) {
 			void *b = __atomic_load_n(&st->slot[k], __ATOMIC_RELAXED);
 			if (b != NULL && (all || b == seen[k]) &&
 			    __atomic_compare_exchange_n(&st->slot[k], &b, NULL, 0, __ATOMIC_ACQUIRE,
