@@ -39,6 +39,13 @@ struct pa_chunk {
 	 * program fills and frees at once is never collapsed. Under the heap
 	 * lock. */
 	uint8_t dense_seen;
+	/* Bit k: the chunk's k-th huge page was split (pages released inside
+	 * it) after a collapse, and every pass since found it dense: it is not
+	 * collapsed again until a pass finds it not dense. A program whose
+	 * spans keep free objects in a dense region (the sweep releases their
+	 * pages) would otherwise have it copied into a huge page and split
+	 * again every few seconds. Under the heap lock. */
+	uint8_t split_seen;
 };
 
 #define CHUNK_NOT_FOUND (~0u)

@@ -1393,10 +1393,12 @@ static void huge_released(struct pa_pageheap *h, struct pa_chunk *c, unsigned st
 			continue;
 		c->huge &= (uint8_t) ~(1u << hp);
 		h->huge_pages--;
-		if (start <= hp * h->hp_pages && start + n >= (hp + 1) * h->hp_pages)
+		if (start <= hp * h->hp_pages && start + n >= (hp + 1) * h->hp_pages) {
 			h->huge_freed++;
-		else
+		} else {
 			h->huge_splits++;
+			c->split_seen |= (uint8_t)(1u << hp);
+		}
 	}
 }
 
@@ -1410,6 +1412,7 @@ int pageheap_huge_at_locked(struct pa_pageheap *h, uintptr_t addr, int split)
 		return 0;
 	if (split) {
 		c->huge &= (uint8_t) ~(1u << hp);
+		c->split_seen |= (uint8_t)(1u << hp);
 		h->huge_pages--;
 		h->huge_splits++;
 	}
@@ -1428,7 +1431,8 @@ unsigned pageheap_collapse_find_locked(struct pa_pageheap *h, size_t *cursor, si
 			break; /* a pass is over; the next starts at the top */
 		struct pa_chunk *c = chunk_at(h, ci);
 		unsigned dense = chunk_dense_huge(c, h->hp_pages, min_alloc);
-		unsigned ready = dense & c->dense_seen;
+		c->split_seen &= (uint8_t)dense;
+		unsigned ready = dense & c->dense_seen & ~(unsigned)c->split_seen;
 		c->dense_seen = (uint8_t)dense;
 		if (ready != 0) {
 			*cursor = ci;

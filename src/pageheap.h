@@ -279,7 +279,8 @@ void pageheap_scav_commit_locked(struct pa_pageheap *h, uintptr_t addr, unsigned
  *   pages (h->hp_pages long) that are dense (chunk_dense_huge, min_alloc),
  *   not huge yet, and were dense when the previous call found them too
  *   (each call records what it finds dense in the chunks it looks at, and
- *   forgets a huge page that is no longer dense): their mask (bit k: the
+ *   forgets a huge page that is no longer dense), and not split since a
+ *   collapse while dense throughout (chunk.h's split_seen): their mask (bit k: the
  *   k-th of the chunk), *base the
  *   chunk's address, *cursor that chunk. 0: none; *cursor is where the
  *   search stopped, SIZE_MAX when it passed the bottom of the heap.

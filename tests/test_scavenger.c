@@ -881,6 +881,48 @@ static void collapse_waits_for_two_passes_in_a_row(void **state)
 	assert_int_equal(pageheap_verify(&f->h), 0);
 }
 
+/* A huge page split after its collapse (here as the sweep splits one, a
+ * release inside a span) is not collapsed again while every pass finds it
+ * dense; once a pass finds it not dense, it is forgotten, and two passes
+ * that find it dense again collapse it. */
+static void collapse_skips_a_huge_page_split_while_it_stays_dense(void **state)
+{
+	struct fixture *f = *state;
+	build(&f->h, dense_heap, 3);
+	thp_by_hand(f, PA_THP_AUTO);
+	struct pa_chunk *c0 = pageheap_chunk(&f->h, CHUNK(BASE, 0));
+	assert_int_equal(scav_collapse_step(&f->s), 0);
+	while (scav_collapse_step(&f->s) != 0)
+		;
+	assert_int_equal(c0->huge, 3);
+	lock_acquire(&f->h.lock);
+	assert_int_equal(pageheap_huge_at_locked(&f->h, PAGE(CHUNK(BASE, 0), 7), 1), 1);
+	lock_release(&f->h.lock);
+	assert_int_equal(c0->huge, 2);
+	assert_int_equal(c0->split_seen, 1);
+	assert_int_equal(f->h.huge_splits, 1);
+	/* Three full passes: dense all along, never collapsed again. */
+	for (int pass = 0; pass < 3; pass++) {
+		assert_int_equal(scav_collapse_step(&f->s), 0);
+		assert_int_equal(f->s.collapse_cursor[0], SIZE_MAX);
+	}
+	assert_int_equal(c0->huge, 2);
+	assert_int_equal(c0->split_seen, 1);
+	/* Freed in part: the pass that finds it not dense forgets the split. */
+	pageheap_free(&f->h, CHUNK(BASE, 0), 200);
+	assert_int_equal(scav_collapse_step(&f->s), 0);
+	assert_int_equal(c0->split_seen, 0);
+	assert_int_equal(c0->dense_seen & 1, 0);
+	lock_acquire(&f->h.lock);
+	assert_int_equal(pageheap_alloc_range_locked(&f->h, CHUNK(BASE, 0), 200), 0);
+	lock_release(&f->h.lock);
+	assert_int_equal(scav_collapse_step(&f->s), 0); /* notes it dense */
+	assert_int_equal(scav_collapse_step(&f->s), 1);
+	assert_int_equal(c0->huge, 3);
+	assert_int_equal(f->h.huge_collapses, 4);
+	assert_int_equal(pageheap_verify(&f->h), 0);
+}
+
 /* A process that turned THP off for itself (prctl PR_SET_THP_DISABLE, as
  * redis-server does where THP is "always") gets no collapse, in a child; this process, with THP
  * on, gets the same heap's three. */
@@ -1065,6 +1107,8 @@ int main(void)
 	                                    setup, teardown),
 	    cmocka_unit_test_setup_teardown(collapse_waits_for_two_passes_in_a_row, setup,
 	                                    teardown),
+	    cmocka_unit_test_setup_teardown(collapse_skips_a_huge_page_split_while_it_stays_dense,
+	                                    setup, teardown),
 	    cmocka_unit_test_setup_teardown(collapse_respects_the_process_s_thp_disable, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(
