@@ -41,11 +41,13 @@ struct pa_chunk {
 	uint8_t dense_seen;
 	/* Bit k: the chunk's k-th huge page was split (pages released inside
 	 * it) after a collapse, and every pass since found it dense: it is not
-	 * collapsed again until a pass finds it not dense. A program whose
+	 * collapsed again until a pass finds it not dense, or the heap's
+	 * split_epoch moves on (the scavenger's, every 30 s). A program whose
 	 * spans keep free objects in a dense region (the sweep releases their
 	 * pages) would otherwise have it copied into a huge page and split
-	 * again every few seconds. Under the heap lock. */
-	uint8_t split_seen;
+	 * again every few seconds. split_epoch: the heap's when a bit was last
+	 * set. Under the heap lock. */
+	uint8_t split_seen, split_epoch;
 };
 
 #define CHUNK_NOT_FOUND (~0u)

@@ -1336,6 +1336,23 @@ size_t pageheap_prev_chunk_locked(const struct pa_pageheap *h, size_t below)
 
 static void huge_released(struct pa_pageheap *h, struct pa_chunk *c, unsigned start, unsigned n);
 
+/* The chunk's split_seen bits, those of another epoch forgotten. */
+static unsigned split_seen(const struct pa_pageheap *h, struct pa_chunk *c)
+{
+	if (c->split_epoch != h->split_epoch) {
+		c->split_seen = 0;
+		c->split_epoch = h->split_epoch;
+	}
+	return c->split_seen;
+}
+
+/* The chunk's huge page hp, collapsed, was split: counted, and noted. */
+static void huge_split(struct pa_pageheap *h, struct pa_chunk *c, unsigned hp)
+{
+	h->huge_splits++;
+	c->split_seen = (uint8_t)(split_seen(h, c) | 1u << hp);
+}
+
 unsigned pageheap_scav_reserve_locked(struct pa_pageheap *h, size_t ci, int force,
                                       unsigned hp_pages, int keep_all, unsigned split_below,
                                       unsigned max_pages, uintptr_t *addr, unsigned *fresh)
@@ -1396,8 +1413,7 @@ static void huge_released(struct pa_pageheap *h, struct pa_chunk *c, unsigned st
 		if (start <= hp * h->hp_pages && start + n >= (hp + 1) * h->hp_pages) {
 			h->huge_freed++;
 		} else {
-			h->huge_splits++;
-			c->split_seen |= (uint8_t)(1u << hp);
+			huge_split(h, c, hp);
 		}
 	}
 }
@@ -1412,9 +1428,8 @@ int pageheap_huge_at_locked(struct pa_pageheap *h, uintptr_t addr, int split)
 		return 0;
 	if (split) {
 		c->huge &= (uint8_t) ~(1u << hp);
-		c->split_seen |= (uint8_t)(1u << hp);
 		h->huge_pages--;
-		h->huge_splits++;
+		huge_split(h, c, hp);
 	}
 	return 1;
 }
@@ -1431,7 +1446,7 @@ unsigned pageheap_collapse_find_locked(struct pa_pageheap *h, size_t *cursor, si
 			break; /* a pass is over; the next starts at the top */
 		struct pa_chunk *c = chunk_at(h, ci);
 		unsigned dense = chunk_dense_huge(c, h->hp_pages, min_alloc);
-		c->split_seen &= (uint8_t)dense;
+		c->split_seen = (uint8_t)(split_seen(h, c) & dense);
 		unsigned ready = dense & c->dense_seen & ~(unsigned)c->split_seen;
 		c->dense_seen = (uint8_t)dense;
 		if (ready != 0) {

@@ -189,6 +189,9 @@ struct pa_pageheap {
 	int hugepage_arenas; /* thp=always: new arenas get MADV_HUGEPAGE (scav_configure) */
 	size_t huge_pages;
 	uint64_t huge_collapses, huge_freed, huge_splits;
+	/* The chunks' split_seen bits set in another epoch are forgotten
+	 * (chunk.h); the scavenger moves it on. */
+	uint8_t split_epoch;
 	int pressure;                   /* 1: resident pages passed limit_pages */
 	void (*on_pressure)(void *arg); /* called after unlock when pressure is set */
 	void *pressure_arg;
@@ -280,7 +283,8 @@ void pageheap_scav_commit_locked(struct pa_pageheap *h, uintptr_t addr, unsigned
  *   not huge yet, and were dense when the previous call found them too
  *   (each call records what it finds dense in the chunks it looks at, and
  *   forgets a huge page that is no longer dense), and not split since a
- *   collapse while dense throughout (chunk.h's split_seen): their mask (bit k: the
+ *   collapse while dense throughout, in the heap's split_epoch (chunk.h's
+ *   split_seen): their mask (bit k: the
  *   k-th of the chunk), *base the
  *   chunk's address, *cursor that chunk. 0: none; *cursor is where the
  *   search stopped, SIZE_MAX when it passed the bottom of the heap.

@@ -33,6 +33,9 @@
 #define SCAV_COLLAPSE_CHUNKS 64u
 #define SCAV_COLLAPSE_PASS_NS 1000000000u
 #define SCAV_COLLAPSE_PERCENT 50u
+/* A huge page split after its collapse waits for this before it may be
+ * collapsed again while dense (the heaps' split_epoch, chunk.h). */
+#define SCAV_SPLIT_FORGET_NS 30000000000u
 /* memory_limit=auto (scavenger.h): the cgroup's files are read again every
  * second; the headroom is 1/SCAV_CGROUP_HEADROOM of its limit; pressure is
  * PSI's "some avg10" from SCAV_PSI_PRESSED hundredths of a percent up (5%:
@@ -415,6 +418,14 @@ static int collapse_due(struct pa_scavenger *s, uint64_t now)
 	if (now < s->collapse_pass_ns)
 		return 0;
 	s->collapse_pass_ns = now + SCAV_COLLAPSE_PASS_NS;
+	if (now >= s->split_forget_ns) {
+		s->split_forget_ns = now + SCAV_SPLIT_FORGET_NS;
+		for (unsigned i = 0; i < s->nheaps; i++) {
+			lock_acquire(&s->heaps[i]->lock);
+			s->heaps[i]->split_epoch++;
+			lock_release(&s->heaps[i]->lock);
+		}
+	}
 	return 1;
 }
 
@@ -489,6 +500,7 @@ static void *scav_main(void *arg)
 	 * its CPU when its heap's regions were collapsed and freed at once)
 	 * spends nothing on collapses it cannot use. */
 	s->collapse_pass_ns = t0 + SCAV_COLLAPSE_PASS_NS;
+	s->split_forget_ns = t0 + SCAV_SPLIT_FORGET_NS;
 	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
 		uint32_t *word = __atomic_load_n(&s->wake_word, __ATOMIC_RELAXED);
 		uint32_t wake = __atomic_load_n(word, __ATOMIC_RELAXED);

@@ -97,13 +97,14 @@ struct pa_scavenger {
 	 * huge page in heap pages (0: THP "never"); thp_kernel_always: the
 	 * kernel backs every region with huge pages unasked, so no free huge
 	 * page is split by the background; thp_state (atomic: the stats read
-	 * it). The collapse cursors (one per heap, pageheap_collapse_find) and
-	 * the time the next collapse pass may start are the thread's own. */
+	 * it). The collapse cursors (one per heap, pageheap_collapse_find),
+	 * the time the next collapse pass may start and the time the heaps'
+	 * split_epoch moves on next are the thread's own. */
 	unsigned hp_pages;
 	int thp_kernel_always;
 	int thp_state;
 	size_t collapse_cursor[PA_SCAV_MAX_HEAPS];
-	uint64_t collapse_pass_ns;
+	uint64_t collapse_pass_ns, split_forget_ns;
 	pa_lock release_lock; /* one releaser at a time (thread, limit, explicit) */
 
 	/* Configuration: read with atomics each step, so it may change live. */

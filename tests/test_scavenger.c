@@ -883,8 +883,9 @@ static void collapse_waits_for_two_passes_in_a_row(void **state)
 
 /* A huge page split after its collapse (here as the sweep splits one, a
  * release inside a span) is not collapsed again while every pass finds it
- * dense; once a pass finds it not dense, it is forgotten, and two passes
- * that find it dense again collapse it. */
+ * dense, until the heap's split epoch moves on (the thread's, every 30 s);
+ * and once a pass finds it not dense, it is forgotten, and two passes that
+ * find it dense again collapse it. */
 static void collapse_skips_a_huge_page_split_while_it_stays_dense(void **state)
 {
 	struct fixture *f = *state;
@@ -908,6 +909,19 @@ static void collapse_skips_a_huge_page_split_while_it_stays_dense(void **state)
 	}
 	assert_int_equal(c0->huge, 2);
 	assert_int_equal(c0->split_seen, 1);
+	/* A new epoch: the next pass collapses it (dense in the last one). */
+	f->h.split_epoch++;
+	assert_int_equal(scav_collapse_step(&f->s), 1);
+	assert_int_equal(c0->huge, 3);
+	assert_int_equal(c0->split_seen, 0);
+	assert_int_equal(f->h.huge_collapses, 4);
+	/* Split again. */
+	lock_acquire(&f->h.lock);
+	assert_int_equal(pageheap_huge_at_locked(&f->h, PAGE(CHUNK(BASE, 0), 7), 1), 1);
+	lock_release(&f->h.lock);
+	assert_int_equal(scav_collapse_step(&f->s), 0);
+	assert_int_equal(scav_collapse_step(&f->s), 0);
+	assert_int_equal(c0->split_seen, 1);
 	/* Freed in part: the pass that finds it not dense forgets the split. */
 	pageheap_free(&f->h, CHUNK(BASE, 0), 200);
 	assert_int_equal(scav_collapse_step(&f->s), 0);
@@ -919,7 +933,8 @@ static void collapse_skips_a_huge_page_split_while_it_stays_dense(void **state)
 	assert_int_equal(scav_collapse_step(&f->s), 0); /* notes it dense */
 	assert_int_equal(scav_collapse_step(&f->s), 1);
 	assert_int_equal(c0->huge, 3);
-	assert_int_equal(f->h.huge_collapses, 4);
+	assert_int_equal(f->h.huge_collapses, 5);
+	assert_int_equal(f->h.huge_splits, 2);
 	assert_int_equal(pageheap_verify(&f->h), 0);
 }
 
