@@ -525,8 +525,8 @@ static void give_locked(struct pa_central *c, void *head, unsigned n, struct pa_
  * the addresses of up to tree_fan(cls) later objects of the batch (object
  * k's hold objects k*F + 1 ... k*F + F: an implicit tree), and the refill
  * reads the tree: its loads depend on each other only level by level (a 64-
- * byte class: three levels for 32 objects, against 31 links), and the
- * lines arrive together, before the pops. A scratch reader of 32 lines
+ * byte class, fan 6: four levels for its batch of 128, against 127 links),
+ * and the lines arrive together, before the pops. A scratch reader of 32 lines
  * another core had just written: 34-46 ns a line down the links, 7.4 down
  * the tree, 9.3 from a known array of addresses.
  */
