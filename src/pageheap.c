@@ -1410,11 +1410,10 @@ static void huge_released(struct pa_pageheap *h, struct pa_chunk *c, unsigned st
 			continue;
 		c->huge &= (uint8_t) ~(1u << hp);
 		h->huge_pages--;
-		if (start <= hp * h->hp_pages && start + n >= (hp + 1) * h->hp_pages) {
+		if (start <= hp * h->hp_pages && start + n >= (hp + 1) * h->hp_pages)
 			h->huge_freed++;
-		} else {
+		else
 			huge_split(h, c, hp);
-		}
 	}
 }
 

@@ -284,8 +284,7 @@ void pageheap_scav_commit_locked(struct pa_pageheap *h, uintptr_t addr, unsigned
  *   (each call records what it finds dense in the chunks it looks at, and
  *   forgets a huge page that is no longer dense), and not split since a
  *   collapse while dense throughout, in the heap's split_epoch (chunk.h's
- *   split_seen): their mask (bit k: the
- *   k-th of the chunk), *base the
+ *   split_seen): their mask (bit k: the k-th of the chunk), *base the
  *   chunk's address, *cursor that chunk. 0: none; *cursor is where the
  *   search stopped, SIZE_MAX when it passed the bottom of the heap.
  * collapse_done_locked: the huge page at addr was collapsed: it counts as
