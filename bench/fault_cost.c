@@ -45,11 +45,11 @@
 
 enum measure { TOUCH, POPULATE, RELEASE, RELEASE_SMALL, HUGE_TOUCH, NMEASURES };
 
-static const char *const names[NMEASURES] = {
-    "touch (a fault a page)", "populate (64 KiB runs)", "release (whole mapping)",
-    "release (16 KiB runs)", "huge (MADV_HUGEPAGE)"};
-static const char *const units[NMEASURES] = {"us a page", "us a page", "us a page",
-                                             "us a call", "us a page"};
+static const char *const names[NMEASURES] = {"touch (a fault a page)", "populate (64 KiB runs)",
+                                             "release (whole mapping)", "release (16 KiB runs)",
+                                             "huge (MADV_HUGEPAGE)"};
+static const char *const units[NMEASURES] = {"us a page", "us a page", "us a page", "us a call",
+                                             "us a page"};
 
 static double now_us(void)
 {
@@ -122,10 +122,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	size_t n = mib << 20, pages = n / OS_PAGE;
-	char *raw = mmap(NULL, n + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-	                 -1, 0);
-	char *hraw = mmap(NULL, n + HUGE_PAGE, PROT_READ | PROT_WRITE,
-	                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *raw =
+	    mmap(NULL, n + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *hraw =
+	    mmap(NULL, n + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (raw == MAP_FAILED || hraw == MAP_FAILED) {
 		perror("fault-cost: mmap");
 		return 1;
