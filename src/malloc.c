@@ -142,14 +142,13 @@ static void background_work(void)
 		tc->prof.busy--;
 }
 
-/* An allocation failed. Under memory_limit_hard (the heap may not grow past
- * it) give back what this thread can, its cached objects and the per-CPU
- * page caches, so the pages they held serve the retry: 1, else 0 (no hard
- * limit: no retry). */
-static int __attribute__((noinline, cold)) hard_limit_reclaim(void)
+/* An allocation failed: the heap could not grow, past memory_limit_hard or
+ * because the OS refused (ulimit -v, overcommit). Give back what this thread
+ * can, its cached objects and the per-CPU page caches (a thread that moved
+ * between CPUs left runs of pages in the others'), so the pages they held
+ * serve the one retry. Returns 1: retry. */
+static int __attribute__((noinline, cold)) enomem_reclaim(void)
 {
-	if (__atomic_load_n(&pa_conf.memory_limit_hard, __ATOMIC_RELAXED) == 0)
-		return 0;
 	pa_thread_cache_flush();
 	pa_cache_flush();
 	return 1;
@@ -300,7 +299,7 @@ static void *__attribute__((noinline)) alloc_large_slow(size_t n, size_t align, 
 	if (large_size_ok(n, align) && malloc_ready() == 0) {
 		struct pa_tcache *tc = tcache_real();
 		p = large_alloc(n, align, zero, tcache_large(tc), tcache_spares(tc));
-		if (p == NULL && hard_limit_reclaim())
+		if (p == NULL && enomem_reclaim())
 			p = large_alloc(n, align, zero, tcache_large(tc), tcache_spares(tc));
 	}
 	errno = p != NULL ? saved : ENOMEM;
@@ -372,7 +371,7 @@ static void *__attribute__((noinline)) small_alloc_slow(unsigned cls, size_t n, 
 	}
 	background_work(); /* no allocator lock is held here */
 	void *p = tcache_alloc_slow(cls);
-	if (p == NULL && hard_limit_reclaim())
+	if (p == NULL && enomem_reclaim())
 		p = tcache_alloc_slow(cls);
 	if (p == NULL) {
 		errno = ENOMEM;
@@ -1223,7 +1222,7 @@ static void *heap_block(struct pa_heap *h, size_t n, size_t align, int zero)
 	void *p = NULL;
 	if (cls < PA_SC_NUM_CLASSES) {
 		p = heap_alloc_small(h, cls, sp);
-		if (p == NULL && errno == ENOMEM && hard_limit_reclaim())
+		if (p == NULL && errno == ENOMEM && enomem_reclaim())
 			p = heap_alloc_small(h, cls, sp);
 		if (p != NULL) {
 			vg_block_live(p, n, zero);
@@ -1233,7 +1232,7 @@ static void *heap_block(struct pa_heap *h, size_t n, size_t align, int zero)
 	} else if (large_size_ok(n, align)) {
 		size_t a = align < PA_PAGE_SIZE ? PA_PAGE_SIZE : align;
 		p = heap_alloc_large(h, n, a, zero, sp);
-		if (p == NULL && errno == ENOMEM && hard_limit_reclaim())
+		if (p == NULL && errno == ENOMEM && enomem_reclaim())
 			p = heap_alloc_large(h, n, a, zero, sp);
 		/* No allocator lock is held here. (Small blocks leave it to the
 		 * destroy, whose free pages are the scavenger's work.) */
