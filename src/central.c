@@ -13,6 +13,7 @@
  * Under valgrind nothing is checked: memcheck sees such writes itself.
  */
 #include <errno.h>
+#include <limits.h>
 
 #include "bits.h"
 #include "central.h"
@@ -286,6 +287,7 @@ static struct pa_span *grow_locked(struct pa_central *c, unsigned cls, struct pa
 		errno = ENOMEM;
 		return NULL;
 	}
+	c->grows++;
 	c->spans++;
 	list_push(c, s, 0);
 	return s;
@@ -323,6 +325,55 @@ static void unrelease(struct pa_central *c, struct pa_span *s, unsigned i)
 }
 
 /*
+ * Fault in the pages that the want (<= s->nfree) objects take_from is about
+ * to hand out from s lie on and that may not be resident, one call a run of
+ * them, before its writes of their links (and the program's writes) fault
+ * them in a page at a time: each fault is a trap, and on a virtual machine
+ * an exit to the host (10.6 us a 4 KiB page on the AMD EPYC VM of
+ * docs/benchmarks.md, where populating costs 0.6-1.5 us a page and the first
+ * write after it 5). Those pages are the ones a sweep released (relmap) and
+ * every page from the one holding object `bump` on (never handed out: fresh
+ * from the OS, or released before the span took them; populating a resident
+ * page costs a page-table walk). A class's first span is left to fault: a
+ * program that uses one object of a class need not have that object's later
+ * pages resident. Lock held.
+ */
+static void populate_taken(const struct pa_central *c, const struct pa_span *s, unsigned want)
+{
+	const uintptr_t size = span_size(s);
+	const unsigned pages = s->npages * (PA_PAGE_SIZE / PA_SPAN_RELPAGE);
+	uint32_t mask = s->relmap;
+	unsigned from = (unsigned)((uintptr_t)s->bump * size / PA_SPAN_RELPAGE);
+	if (c->grows > 1 && from < pages)
+		mask |= (uint32_t)bits_mask(from, pages - from);
+	if (mask == 0)
+		return;
+	/* The first and the last object taken: the lowest want free ones. */
+	unsigned w = s->scan / 64u, got = 0, first = UINT_MAX, last = 0;
+	uint64_t x = ~s->alloc[w] & (~(uint64_t)0 << (s->scan % 64u));
+	while (got < want) {
+		while (x == 0)
+			x = ~s->alloc[++w];
+		if (first == UINT_MAX)
+			first = w * 64u + bits_ctz(x);
+		unsigned n = (unsigned)bits_popcount(x);
+		if (got + n >= want) {
+			for (unsigned k = want - got; k > 1; k--)
+				x &= x - 1;
+			last = w * 64u + bits_ctz(x);
+			break;
+		}
+		got += n;
+		x = 0;
+	}
+	unsigned lo = (unsigned)((uintptr_t)first * size / PA_SPAN_RELPAGE);
+	unsigned hi = (unsigned)(((uintptr_t)last * size + size - 1) / PA_SPAN_RELPAGE);
+	mask &= (uint32_t)bits_mask(lo, hi - lo + 1u);
+	if (mask != 0)
+		os_populate_mask((void *)span_base(s), mask, PA_SPAN_RELPAGE);
+}
+
+/*
  * Take up to want (<= s->nfree) objects from s, lowest indices first, a
  * bitmap word at a time, appending them to the list whose last link is
  * **tail (so a batch is handed out in address order); lock held. The lowest s->nfree zero bits
@@ -336,6 +387,8 @@ static unsigned take_from(struct pa_central *c, struct pa_span *s, unsigned want
 	/* Objects below it were handed out before and hold their free-key,
 	 * unless their page was released (relmap) */
 	const unsigned keyed = vg ? 0 : s->bump;
+	if (!vg && (s->relmap != 0 || (c->grows > 1 && s->bump < span_objects(s))))
+		populate_taken(c, s, want);
 	void **link = *tail;
 	unsigned got = 0, w = s->scan / 64u, last = 0;
 	uint64_t x = ~s->alloc[w] & (~(uint64_t)0 << (s->scan % 64u));

@@ -165,6 +165,7 @@ struct pa_central {
 	size_t out;          /* objects out of their spans: in caches, stashed or live */
 	size_t rel_pages;    /* 4 KiB pages of its spans released by a sweep (sweep.h) */
 	size_t dirty;        /* spans with an object back since their last sweep */
+	size_t grows;        /* spans the class has had (central.c: populate_taken) */
 	/* The spans thread caches carve (central_take): an owner (its cache,
 	 * by its spare span records) and its span per slot; owner NULL: a
 	 * free slot. */

@@ -495,17 +495,36 @@ int os_release(void *addr, size_t size, int lazy)
 	return madvise(addr, size, lazy ? MADV_FREE : MADV_DONTNEED) == 0 ? 0 : -1;
 }
 
-uint32_t os_release_mask(void *base, uint32_t mask, size_t page, int lazy)
+/* fn(addr, size, arg) on each run of set bits of mask (bit j: the page
+ * base + j * page); the runs where it returned 0. */
+static uint32_t each_run(void *base, uint32_t mask, size_t page, int (*fn)(void *, size_t, int),
+                         int arg)
 {
 	uint32_t done = 0;
 	while (mask != 0) {
 		unsigned lo = bits_ctz(mask), len = bits_ctz(~(uint64_t)(mask >> lo));
 		uint32_t run = (uint32_t)bits_mask(lo, len);
 		mask &= ~run;
-		if (os_release((char *)base + (size_t)lo * page, (size_t)len * page, lazy) == 0)
+		if (fn((char *)base + (size_t)lo * page, (size_t)len * page, arg) == 0)
 			done |= run;
 	}
 	return done;
+}
+
+uint32_t os_release_mask(void *base, uint32_t mask, size_t page, int lazy)
+{
+	return each_run(base, mask, page, os_release, lazy);
+}
+
+static int populate_run(void *addr, size_t size, int unused)
+{
+	(void)unused;
+	return os_populate(addr, size);
+}
+
+uint32_t os_populate_mask(void *base, uint32_t mask, size_t page)
+{
+	return each_run(base, mask, page, populate_run, 0);
 }
 
 /* The bracketed word of a sysfs choice file ("always [madvise] never"):
@@ -583,6 +602,24 @@ int os_collapse(void *addr, size_t size)
 int os_thp_disabled(void)
 {
 	return prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0) == 1;
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older headers lack it */
+#endif
+
+int os_populate(void *addr, size_t size)
+{
+	static int unsupported; /* relaxed atomics: every thread learns the same */
+	if (__atomic_load_n(&unsupported, __ATOMIC_RELAXED))
+		return -1;
+	int saved = errno;
+	if (madvise(addr, size, MADV_POPULATE_WRITE) == 0)
+		return 0;
+	if (errno == EINVAL)
+		__atomic_store_n(&unsupported, 1, __ATOMIC_RELAXED);
+	errno = saved;
+	return -1;
 }
 
 int os_hugepage(void *addr, size_t size)

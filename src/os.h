@@ -110,6 +110,14 @@ int os_thp_disabled(void);
 /* MADV_HUGEPAGE: faults and khugepaged may back the range with huge pages. */
 int os_hugepage(void *addr, size_t size);
 
+/* Fault [addr, addr + size) in for writing in one call (MADV_POPULATE_WRITE):
+ * 0, or -1 (a kernel before 5.14, from then on without a call; or memory
+ * short: the first writes fault it in as before). */
+int os_populate(void *addr, size_t size);
+/* os_populate on each run of set bits of mask (bit j: the page base + j *
+ * page); the pages it faulted in. */
+uint32_t os_populate_mask(void *base, uint32_t mask, size_t page);
+
 /* Whether the CPU has PREFETCHW (a prefetch for writing, which takes the
  * line's ownership: x86-64's CPUID 0x80000001 ECX bit 8): 1 or 0, the same
  * in every call (the first call asks the CPU; no system call). */
