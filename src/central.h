@@ -157,15 +157,17 @@ struct pa_central {
 	size_t partial_inuse;                     /* their objects out of the span */
 	uint32_t bucket_mul;                      /* central_bucket_mul(objects), set with
 	                                           * the class's first span */
-	uint32_t frag;       /* the class's spans drain (central.c: draining spans); relaxed
-	                      * atomic stores under the lock, read without it */
-	uint32_t frag_since; /* how long it has been fragmented (central.c: FRAG_*); the
-	                      * same */
-	size_t spans;        /* spans of this class */
-	size_t out;          /* objects out of their spans: in caches, stashed or live */
-	size_t rel_pages;    /* 4 KiB pages of its spans released by a sweep (sweep.h) */
-	size_t dirty;        /* spans with an object back since their last sweep */
-	size_t grows;        /* spans the class has had (central.c: populate_taken) */
+	uint32_t frag;         /* the class's spans drain (central.c: draining spans); relaxed
+	                        * atomic stores under the lock, read without it */
+	uint32_t frag_since;   /* how long it has been fragmented (central.c: FRAG_*); the
+	                        * same */
+	size_t spans;          /* spans of this class */
+	size_t out;            /* objects out of their spans: in caches, stashed or live */
+	size_t rel_pages;      /* 4 KiB pages of its spans released by a sweep (sweep.h) */
+	size_t dirty;          /* spans with an object back since their last sweep */
+	size_t grows;          /* spans the class has had (central.c: populate_taken) */
+	struct pa_span *fresh; /* its newest span grown from released pages, past its first
+	                        * (the same) */
 	/* The spans thread caches carve (central_take): an owner (its cache,
 	 * by its spare span records) and its span per slot; owner NULL: a
 	 * free slot. */
