@@ -520,12 +520,14 @@ static int kernel_populates(void)
 	return ok;
 }
 
-/* A refill from a class's later spans faults in, in one call, the pages its
- * objects lie on (central.c: populate_taken): objects of 20 KB span five or
- * six 4 KiB pages, and every one of them is resident as malloc returns it,
- * before anything is written past its first 16 bytes. Without it only the
- * first page of each is (the refill's write of its link). The first span
- * of a class is left to fault: the first objects are not asked about. */
+/* A refill from a class's newest span grown from released pages (past its
+ * first) faults in, in one call, the pages its objects lie on (central.c:
+ * populate_taken): objects of 20 KB span five or six 4 KiB pages, and every
+ * one of them is resident as malloc returns it, before anything is written
+ * past its first 16 bytes. Without it only the first page of each is (the
+ * refill's write of its link). Here every span comes from pages the heap
+ * never touched. The first span of a class is left to fault: the first
+ * objects are not asked about. */
 static void later_spans_refill_faults_in_the_pages_of_its_objects(void **state)
 {
 	(void)state;
