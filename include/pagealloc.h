@@ -191,7 +191,11 @@ PA_API size_t pa_scavenge(size_t bytes);
  *                     shrank), when huge pages of sparse chunks may be split
  *                     too (default 10)
  *   scavenge_delay_ms=N  memory must stay free this long before the
- *                     background thread releases it (default 1000)
+ *                     background thread releases it (default 1000); free
+ *                     memory within 32 MiB plus an eighth of the pages in
+ *                     use waits four times this (an hour at most), unless
+ *                     the heap went past that since it last grew by 32 MiB
+ *                     (a heap that shrank gives up every page at N)
  *   thread_cache=on|off  per-thread object caches in front of the central
  *                     lists (default on; off: every small malloc and free
  *                     takes its class's lock; read at each thread's first

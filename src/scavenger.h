@@ -105,6 +105,11 @@ struct pa_scavenger {
 	int thp_state;
 	size_t collapse_cursor[PA_SCAV_MAX_HEAPS];
 	uint64_t collapse_pass_ns, split_forget_ns;
+	/* The hold (scav_hold_delay), the thread's own: whether the
+	 * heaps' free memory went past it since the pages in use last grew by
+	 * it, and the fewest pages in use since. */
+	int shrank;
+	size_t shrank_inuse;
 	pa_lock release_lock; /* one releaser at a time (thread, limit, explicit) */
 
 	/* Configuration: read with atomics each step, so it may change live. */
@@ -185,6 +190,18 @@ size_t scav_release(struct pa_scavenger *s, size_t bytes, int force);
 /* memory_limit=auto: read the cgroup's files now and set the limit from
  * them (what the thread does every second). */
 void scav_follow_cgroup(struct pa_scavenger *s);
+
+/*
+ * The age free memory must reach before the background's page heap step
+ * releases it, for a configured delay of delay_ms: delay_ms, or four times
+ * it (an hour at most) while the heaps' free resident memory is within the
+ * hold (an eighth of the pages in use plus 32 MiB) and has not been past it
+ * since the pages in use last grew by 32 MiB. A heap that idles a few
+ * seconds between bursts keeps what it will take back (a release taken back
+ * costs a fault a page); one that shrank gives its memory up at delay_ms,
+ * to the last page. The thread's (it keeps the state), and tests'.
+ */
+uint32_t scav_hold_delay(struct pa_scavenger *s, uint32_t delay_ms);
 
 /* One background step, for tests: release at most one candidate that has
  * been free for min_age epochs. Returns pages released. */

@@ -645,6 +645,45 @@ static void shrinking_step_leaves_huge_pages_of_a_dense_chunk_whole(void **state
 	assert_int_equal(pageheap_verify(&f->h), 0);
 }
 
+/* The background's delay (scav_hold_delay): free resident memory within
+ * the hold (an eighth of the pages in use plus 4,096 pages, 32 MiB) waits
+ * four delays; past it the heap shrank, and every page waits one delay
+ * until the pages in use grow by the hold again. */
+static void steady_heap_holds_its_free_pages_four_delays_and_a_shrunk_one_one(void **state)
+{
+	struct fixture *f = *state;
+	const size_t hold = (32u << 20) / PA_PAGE_SIZE; /* 4,096 pages */
+	/* 12 chunks, all in use, then all but chunk 0 freed: 5,632 pages free
+	 * and resident, 512 in use. */
+	for (unsigned i = 0; i < 12; i++)
+		assert_int_equal(pageheap_grow_range(&f->h, CHUNK(BASE, i), PA_CHUNK_PAGES), 0);
+	lock_acquire(&f->h.lock);
+	pageheap_alloc_range_locked(&f->h, CHUNK(BASE, 0), 12 * PA_CHUNK_PAGES);
+	lock_release(&f->h.lock);
+	/* Steady while it is all in use: no free memory, four delays. */
+	assert_int_equal(scav_hold_delay(&f->s, 1000), 4000);
+	pageheap_free(&f->h, CHUNK(BASE, 1), 11 * PA_CHUNK_PAGES);
+	/* 5,632 > 512 / 8 + 4,096: shrunk. */
+	assert_int_equal(scav_hold_delay(&f->s, 1000), 1000);
+	/* Released down to 4,000 free pages, within the hold: still one delay,
+	 * to the last page. */
+	assert_int_equal(scav_release(&f->s, (5632 - 4000) * PA_PAGE_SIZE, 1),
+	                 (5632 - 4000) * PA_PAGE_SIZE);
+	assert_int_equal(scav_hold_delay(&f->s, 1000), 1000);
+	/* The pages in use grow by the hold exactly (512 + 4,096): not more
+	 * than it, still one delay; one page more, and the heap is steady. */
+	size_t scav;
+	assert_int_not_equal(pageheap_alloc(&f->h, hold, &scav), 0);
+	assert_int_equal(scav_hold_delay(&f->s, 1000), 1000);
+	assert_int_not_equal(pageheap_alloc(&f->h, 1, &scav), 0);
+	assert_int_equal(scav_hold_delay(&f->s, 1000), 4000);
+	/* No delay stays none; four delays stop at an hour. */
+	assert_int_equal(scav_hold_delay(&f->s, 0), 0);
+	assert_int_equal(scav_hold_delay(&f->s, 1000000), 3600000);
+	assert_int_equal(scav_hold_delay(&f->s, 3600000), 3600000);
+	assert_int_equal(pageheap_verify(&f->h), 0);
+}
+
 static void step_without_huge_pages_takes_runs_of_at_most_256(void **state)
 {
 	struct fixture *f = *state;
@@ -1111,6 +1150,8 @@ int main(void)
 	                                    setup, teardown),
 	    cmocka_unit_test_setup_teardown(shrinking_step_leaves_huge_pages_of_a_dense_chunk_whole,
 	                                    setup, teardown),
+	    cmocka_unit_test_setup_teardown(
+	        steady_heap_holds_its_free_pages_four_delays_and_a_shrunk_one_one, setup, teardown),
 	    cmocka_unit_test_setup_teardown(step_without_huge_pages_takes_runs_of_at_most_256,
 	                                    setup, teardown),
 	    cmocka_unit_test_setup_teardown(
