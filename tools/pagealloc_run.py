@@ -56,6 +56,8 @@ options (each also as --option=VALUE):
                              with ENOMEM
   --scavenge-percent N       the scavenger's CPU budget, %% of one core (1-100)
   --scavenge-delay-ms N      free memory is released after this many ms
+                             (4x for a steady heap: its free memory up to
+                             32 MiB plus 1/8 of the pages in use)
   --release dontneed|free    madvise used to release memory to the OS
   --thread-cache on|off      per-thread object caches
   --thread-cache-total SIZE  what all thread caches may hold together (e.g. 8M)
