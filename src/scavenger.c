@@ -155,16 +155,19 @@ static void follow_cgroup_locked(struct pa_scavenger *s)
 		set_limits(s, limit);
 }
 
-void scav_follow_cgroup(struct pa_scavenger *s)
-{
-	lock_acquire(&s->release_lock);
-	follow_cgroup_locked(s);
-	lock_release(&s->release_lock);
-}
-
 static int limit_auto(struct pa_scavenger *s)
 {
 	return __atomic_load_n(&s->conf.memory_limit_auto, __ATOMIC_RELAXED);
+}
+
+void scav_follow_cgroup(struct pa_scavenger *s)
+{
+	lock_acquire(&s->release_lock);
+	/* A configure that turned auto off since the thread looked has set
+	 * its own limit, under this lock: a read now would overwrite it. */
+	if (limit_auto(s))
+		follow_cgroup_locked(s);
+	lock_release(&s->release_lock);
 }
 
 /* The kernel reports memory pressure (memory_limit=auto only). */
@@ -189,7 +192,10 @@ void scav_configure(struct pa_scavenger *s, const struct pa_scav_config *conf)
 		scav_follow_cgroup(s);
 		set_limits(s, __atomic_load_n(&s->conf.memory_limit, __ATOMIC_RELAXED));
 	} else {
+		/* Under the lock of the thread's cgroup reads (scav_follow_cgroup). */
+		lock_acquire(&s->release_lock);
 		set_limits(s, conf->memory_limit);
+		lock_release(&s->release_lock);
 	}
 	/* Let a sleeping thread see the change now. */
 	scav_kick(s);

@@ -188,7 +188,7 @@ void scav_configure(struct pa_scavenger *s, const struct pa_scav_config *conf);
 size_t scav_release(struct pa_scavenger *s, size_t bytes, int force);
 
 /* memory_limit=auto: read the cgroup's files now and set the limit from
- * them (what the thread does every second). */
+ * them (what the thread does every second); nothing once auto is off. */
 void scav_follow_cgroup(struct pa_scavenger *s);
 
 /*

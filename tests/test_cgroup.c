@@ -392,6 +392,12 @@ static void auto_limit_is_cgroup_limit_less_a_sixteenth_and_what_is_not_heap(voi
 	scav_configure(&s, &conf);
 	assert_int_equal(s.conf.memory_limit, 16 * MIB);
 	assert_int_equal(h.limit_pages, 16 * MIB / PA_PAGE_SIZE);
+	/* A read the thread began before that configure (it saw auto on) and
+	 * finishes after it leaves the size alone: the cgroup's "max" would
+	 * make it 0 (test_pages_api's 64M once came back 0 so). */
+	scav_follow_cgroup(&s);
+	assert_int_equal(s.conf.memory_limit, 16 * MIB);
+	assert_int_equal(h.limit_pages, 16 * MIB / PA_PAGE_SIZE);
 	pageheap_destroy(&h);
 	remove_tree();
 }
