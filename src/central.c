@@ -715,10 +715,23 @@ void central_uncarve(unsigned cls, const void *owner)
 	lock_release(&central[cls].lock);
 }
 
+/* The heap pages of s whose 4 KiB pages the sweep all released (bit i:
+ * page i of the span). */
+static uint64_t released_heap_pages(const struct pa_span *s)
+{
+	const unsigned per = (unsigned)(PA_PAGE_SIZE / PA_SPAN_RELPAGE);
+	const uint32_t whole = (uint32_t)bits_mask(0, per);
+	uint64_t m = 0;
+	for (unsigned i = 0; i < s->npages; i++)
+		if ((s->relmap >> (i * per) & whole) == whole)
+			m |= (uint64_t)1 << i;
+	return m;
+}
+
 /* Every object of s is back: give its pages to the heap and its record to
- * sp (span.h); lock held, s off the lists. Pages the sweep released go back
- * as resident ones (they read as zero; the scavenger releases them again in
- * its own time). */
+ * sp (span.h); lock held, s off the lists. Heap pages the sweep released
+ * whole go back as released ones; a heap page half released counts as
+ * resident (it may be: the scavenger releases it again in its own time). */
 static void retire_locked(struct pa_central *c, struct pa_span *s, struct pa_span_spares *sp)
 {
 	for (unsigned k = 0; k < CENTRAL_CARVE_SLOTS; k++)
@@ -730,7 +743,7 @@ static void retire_locked(struct pa_central *c, struct pa_span *s, struct pa_spa
 	c->rel_pages -= bits_popcount(s->relmap);
 	c->dirty -= s->dirty;
 	pagemap_set(span_base(s), s->npages, NULL);
-	pages_free(span_base(s), s->npages);
+	pages_free_released(span_base(s), s->npages, s->relmap != 0 ? released_heap_pages(s) : 0);
 	if (vg_active() && s->vg_sizes != NULL) /* a long record (span.h) */
 		os_unmap(s->vg_sizes, span_objects(s) * sizeof(uint32_t));
 	span_delete(s, sp);

@@ -229,10 +229,13 @@ static enum pa_page_fault heap_free_checked_locked(struct pa_pagecache_set *pc, 
 	return f;
 }
 
-enum pa_page_fault pagecache_heap_free(struct pa_pagecache_set *pc, uintptr_t a, size_t n)
+enum pa_page_fault pagecache_heap_free(struct pa_pagecache_set *pc, uintptr_t a, size_t n,
+                                       uint64_t released)
 {
 	lock_acquire(&pc->heap->lock);
 	enum pa_page_fault f = heap_free_checked_locked(pc, a, n);
+	if (f == PA_PAGE_OK && released != 0)
+		pageheap_mark_released_locked(pc->heap, a, n, released);
 	lock_release(&pc->heap->lock);
 	return f;
 }
@@ -499,7 +502,7 @@ static enum pa_page_fault free_slow(struct pa_pagecache_set *pc, uintptr_t addr,
 	struct pa_pageheap *h = pc->heap;
 	int cpu = current_cpu(pc);
 	if (cpu < 0 || (unsigned)cpu >= pc->ncpus)
-		return pagecache_heap_free(pc, addr, npages);
+		return pagecache_heap_free(pc, addr, npages, 0);
 	struct pa_pagecache *c = &pc->cpus[cpu];
 	uint64_t g = pagecache_own(pc, cpu);
 	enum pa_page_fault f = PA_PAGE_OK;
@@ -588,7 +591,7 @@ static __attribute__((noinline)) enum pa_page_fault free_rest(struct pa_pagecach
 	if (npages == 0 || npages >= PA_CACHE_MAX_PAGES)
 		return PA_PAGE_BAD_SIZE;
 	if (pc->mode == PA_CACHE_OFF)
-		return pagecache_heap_free(pc, addr, npages);
+		return pagecache_heap_free(pc, addr, npages, 0);
 #if PA_HAVE_RSEQ_COMMIT
 	if (pc->mode == PA_CACHE_RSEQ) {
 		for (int tries = 0; tries < 4; tries++) {

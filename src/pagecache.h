@@ -78,8 +78,11 @@ uintptr_t pagecache_alloc(struct pa_pagecache_set *pc, size_t npages, size_t *sc
 enum pa_page_fault pagecache_free(struct pa_pagecache_set *pc, uintptr_t addr, size_t npages);
 
 /* Free any run of heap pages (large ones included) after checking it is a
- * live allocation: in the heap's bitmap and not sitting free in a cache. */
-enum pa_page_fault pagecache_heap_free(struct pa_pagecache_set *pc, uintptr_t addr, size_t npages);
+ * live allocation: in the heap's bitmap and not sitting free in a cache.
+ * Bit i of released: page addr + i was released to the OS while allocated
+ * (pageheap_mark_released_locked); 0 for none. */
+enum pa_page_fault pagecache_heap_free(struct pa_pagecache_set *pc, uintptr_t addr, size_t npages,
+                                       uint64_t released);
 
 /* Called (then the process aborts) when a queued free turns out bad. */
 extern void (*pagecache_fault_hook)(uintptr_t addr, size_t npages, enum pa_page_fault f);

@@ -1021,6 +1021,26 @@ void pageheap_free_locked(struct pa_pageheap *h, uintptr_t addr, size_t npages)
 	stamp_free(h, sc, ec);
 }
 
+static void huge_released(struct pa_pageheap *h, struct pa_chunk *c, unsigned start, unsigned n);
+
+void pageheap_mark_released_locked(struct pa_pageheap *h, uintptr_t addr, size_t npages,
+                                   uint64_t released)
+{
+	for (size_t i = 0; i < npages && i < 64; i++) {
+		if (!(released >> i & 1))
+			continue;
+		uintptr_t a = addr + i * PA_PAGE_SIZE;
+		struct pa_chunk *c = pageheap_chunk(h, a);
+		unsigned k = page_in_chunk(a);
+		uint64_t bit = (uint64_t)1 << (k % 64u);
+		if ((c->alloc[k / 64u] & bit) || (c->scav[k / 64u] & bit))
+			continue;
+		c->scav[k / 64u] |= bit;
+		h->scav_pages++;
+		huge_released(h, c, k, 1);
+	}
+}
+
 void pageheap_free(struct pa_pageheap *h, uintptr_t addr, size_t npages)
 {
 	lock_acquire(&h->lock);
@@ -1333,8 +1353,6 @@ size_t pageheap_prev_chunk_locked(const struct pa_pageheap *h, size_t below)
 		return SIZE_MAX;
 	return chunk_index(h, range_limit(&h->ranges.v[i - 1]) - 1);
 }
-
-static void huge_released(struct pa_pageheap *h, struct pa_chunk *c, unsigned start, unsigned n);
 
 /* The chunk's split_seen bits, those of another epoch forgotten. */
 static unsigned split_seen(const struct pa_pageheap *h, struct pa_chunk *c)

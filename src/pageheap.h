@@ -219,6 +219,13 @@ int pageheap_alloc_at(struct pa_pageheap *h, uintptr_t addr, size_t npages, size
 void pageheap_free(struct pa_pageheap *h, uintptr_t addr, size_t npages);
 void pageheap_free_locked(struct pa_pageheap *h, uintptr_t addr, size_t npages);
 
+/* Count the free pages of [addr, addr + npages pages) that bit i of
+ * released names (page addr + i) as released to the OS: pages a layer above
+ * released while it held them (the span sweep), freed just now. Pages
+ * allocated or released already are left as they are. */
+void pageheap_mark_released_locked(struct pa_pageheap *h, uintptr_t addr, size_t npages,
+                                   uint64_t released);
+
 /* Is [addr, addr + npages pages) a range of allocated heap pages? */
 enum pa_page_fault pageheap_check(struct pa_pageheap *h, uintptr_t addr, size_t npages);
 enum pa_page_fault pageheap_check_locked(const struct pa_pageheap *h, uintptr_t addr,

@@ -420,15 +420,17 @@ void *pa_pages_alloc(size_t npages)
 }
 
 /* Free pages to the heap that owns them (h NULL: none could be built)
- * without starting the scavenger (pages_free, pa_pages_free). */
-static void pages_free_quiet(struct pa_pageheap *h, void *p, size_t npages)
+ * without starting the scavenger (pages_free, pa_pages_free). Runs with
+ * released pages (pagecache_heap_free) go to the heap, not a CPU's cache,
+ * which holds its pages as resident ones. */
+static void pages_free_quiet(struct pa_pageheap *h, void *p, size_t npages, uint64_t released)
 {
 	enum pa_page_fault f = PA_PAGE_NOT_HEAP;
 	int n = h != NULL ? node_of_addr(&numa, (uintptr_t)p) : -1;
-	if (n >= 0 && npages != 0 && npages < PA_CACHE_MAX_PAGES)
+	if (n >= 0 && npages != 0 && npages < PA_CACHE_MAX_PAGES && released == 0)
 		f = pagecache_free(&node_caches[n], (uintptr_t)p, npages);
 	else if (n >= 0)
-		f = pagecache_heap_free(&node_caches[n], (uintptr_t)p, npages);
+		f = pagecache_heap_free(&node_caches[n], (uintptr_t)p, npages, released);
 	if (f != PA_PAGE_OK)
 		pageheap_report_fault((uintptr_t)p, npages, f, NULL);
 }
@@ -442,7 +444,7 @@ void pa_pages_free(void *p, size_t npages)
 		scav_want();
 		scav_ensure_started();
 	}
-	pages_free_quiet(h, p, npages);
+	pages_free_quiet(h, p, npages, 0);
 }
 
 int pa_stats(struct pa_stats *out)
@@ -649,7 +651,13 @@ void pages_background(void)
 void pages_free(uintptr_t addr, size_t npages)
 {
 	if (addr != 0)
-		pages_free_quiet(default_heap_get(), (void *)addr, npages);
+		pages_free_quiet(default_heap_get(), (void *)addr, npages, 0);
+}
+
+void pages_free_released(uintptr_t addr, size_t npages, uint64_t released)
+{
+	if (addr != 0)
+		pages_free_quiet(default_heap_get(), (void *)addr, npages, released);
 }
 
 int pages_release_zeroes(void)

@@ -43,6 +43,12 @@ int pages_alloc_at(uintptr_t addr, size_t npages);
  * scavenger thread (pages_background does), so it may run under a lock. */
 void pages_free(uintptr_t addr, size_t npages);
 
+/* The same, where bit i of released says that page addr + i was released
+ * to the OS while the run was in use (a span's pages the sweep released):
+ * the heap counts those as released, so its resident figure stays true and
+ * a run handed out on them reports them as reading zero. */
+void pages_free_released(uintptr_t addr, size_t npages, uint64_t released);
+
 /* 1 when released pages read as zero (release=dontneed), else 0. */
 int pages_release_zeroes(void);
 

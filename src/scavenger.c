@@ -90,16 +90,32 @@ void scav_init(struct pa_scavenger *s, struct pa_pageheap *heap, struct pa_pagec
 	scav_init_heaps(s, &heap, caches != NULL ? &caches : NULL, 1, conf);
 }
 
-/* Resident pages of all the heaps (each read under its lock). */
+/* A heap's pages in use and its resident pages, read under its lock. */
+static void heap_pages(struct pa_pageheap *h, size_t *inuse, size_t *resident)
+{
+	lock_acquire(&h->lock);
+	*inuse = h->inuse_pages;
+	*resident = pageheap_resident_pages_locked(h);
+	lock_release(&h->lock);
+}
+
+/* The same summed over all the heaps (each read under its lock). */
+static void heaps_pages(struct pa_scavenger *s, size_t *inuse, size_t *resident)
+{
+	*inuse = *resident = 0;
+	for (unsigned i = 0; i < s->nheaps; i++) {
+		size_t u, r;
+		heap_pages(s->heaps[i], &u, &r);
+		*inuse += u;
+		*resident += r;
+	}
+}
+
+/* Resident pages of all the heaps. */
 static size_t resident_pages(struct pa_scavenger *s)
 {
-	size_t res = 0;
-	for (unsigned i = 0; i < s->nheaps; i++) {
-		struct pa_pageheap *h = s->heaps[i];
-		lock_acquire(&h->lock);
-		res += pageheap_resident_pages_locked(h);
-		lock_release(&h->lock);
-	}
+	size_t inuse, res;
+	heaps_pages(s, &inuse, &res);
 	return res;
 }
 
@@ -240,9 +256,8 @@ static unsigned release_in_chunk(struct pa_scavenger *s, struct pa_pageheap *h, 
  */
 static int heap_shrinking(struct pa_pageheap *h)
 {
-	lock_acquire(&h->lock);
-	size_t inuse = h->inuse_pages, resident = pageheap_resident_pages_locked(h);
-	lock_release(&h->lock);
+	size_t inuse, resident;
+	heap_pages(h, &inuse, &resident);
 	size_t free_res = resident > inuse ? resident - inuse : 0;
 	return free_res > inuse / SCAV_RETAIN_SHARE + PA_CHUNK_PAGES;
 }
@@ -503,14 +518,8 @@ static unsigned scav_pace(struct pa_scavenger *s)
 
 uint32_t scav_hold_delay(struct pa_scavenger *s, uint32_t delay_ms)
 {
-	size_t inuse = 0, resident = 0;
-	for (unsigned i = 0; i < s->nheaps; i++) {
-		struct pa_pageheap *h = s->heaps[i];
-		lock_acquire(&h->lock);
-		inuse += h->inuse_pages;
-		resident += pageheap_resident_pages_locked(h);
-		lock_release(&h->lock);
-	}
+	size_t inuse, resident;
+	heaps_pages(s, &inuse, &resident);
 	size_t free_res = resident > inuse ? resident - inuse : 0;
 	if (free_res > inuse / SCAV_RETAIN_SHARE + SCAV_HOLD_PAGES) {
 		if (!s->shrank || inuse < s->shrank_inuse)

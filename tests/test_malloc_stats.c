@@ -257,6 +257,46 @@ static void trim_releases_the_free_4k_page_of_each_pinned_16_byte_span(void **st
 	TU_EQ(m3.heap_inuse, m0.heap_inuse);
 }
 
+/* 3,072-byte blocks, 8 to a span of 3 heap pages, the first of each span
+ * kept: the trim releases the span's 4 KiB pages 1 to 5 (page 0 holds the
+ * kept block). When the kept blocks go, the spans retire to the page heap,
+ * and the heap pages released whole (the span's second and third) count as
+ * released there; the first, half released, counts as resident. */
+static void retired_span_gives_the_heap_pages_the_sweep_released_as_released(void **state)
+{
+	(void)state;
+	unsigned cls = pa_size_to_class(3072);
+	const struct pa_sizeclass *sc = &pa_sizeclasses[cls];
+	TU_EQ(sc->size, 3072);
+	TU_EQ(sc->pages, 3);
+	TU_EQ(sc->objects, 8);
+	enum { SPANS = 64, N = SPANS * 8 };
+	static void *p[N];
+	clean_start(cls);
+	for (unsigned k = 0; k < N; k++)
+		assert_non_null(p[k] = pa_malloc(3072));
+	for (unsigned k = 0; k < N; k++)
+		if (k % 8 != 0)
+			pa_free(p[k]);
+	TU_EQ(pa_malloc_trim(0), 1);
+	struct pa_malloc_stats m1 = snap();
+	TU_EQ(m1.classes[cls].spans, SPANS);
+	TU_EQ(m1.span_released, SPANS * 5 * 4096);
+	for (unsigned k = 0; k < N; k += 8)
+		pa_free(p[k]);
+	pa_thread_cache_flush();
+	struct pa_malloc_stats m2 = snap();
+	TU_EQ(m2.classes[cls].spans, 0);
+	TU_EQ(m2.span_released, 0);
+	TU_EQ(m2.heap_released - m1.heap_released, SPANS * 2 * PG);
+	/* The half-released first heap page of each span: 4 KiB more counted. */
+	TU_EQ(m2.heap_usage - m1.heap_usage, SPANS * 4096);
+	/* The heap releases the rest; nothing is released twice. */
+	TU_EQ(pa_malloc_trim(0), 1);
+	struct pa_malloc_stats m3 = snap();
+	TU_EQ(m3.heap_released - m2.heap_released, SPANS * PG);
+}
+
 /* Sizes across small classes and large objects, all freed, then trimmed:
  * nothing in use and every heap page released. */
 static void trim_after_freeing_everything_releases_every_page(void **state)
@@ -298,6 +338,7 @@ int main(void)
 	    TU_TEST(large_object_of_100000_bytes_holds_13_pages),
 	    TU_TEST(one_16_byte_object_per_span_pins_128_spans),
 	    TU_TEST(trim_releases_the_free_4k_page_of_each_pinned_16_byte_span),
+	    TU_TEST(retired_span_gives_the_heap_pages_the_sweep_released_as_released),
 	    TU_TEST(trim_after_freeing_everything_releases_every_page),
 	};
 	return cmocka_run_group_tests(tests, scavenger_off, NULL);
