@@ -94,11 +94,12 @@ static void fork_child(void)
 
 /* The scavenger's hook (pages_set_sweep), with the calling thread's large
  * slots and spare span records for the spans the stashes' decay retires. */
-static size_t malloc_background(uint32_t now, uint32_t min_age, int heap_busy)
+static size_t malloc_background(uint32_t now, uint32_t min_age, int heap_busy, uint32_t hold_ms)
 {
 	struct pa_tcache *tc = tcache_real();
 	prof_background();
-	return sweep_background(now, min_age, heap_busy, tcache_large(tc), tcache_spares(tc));
+	return sweep_background(now, min_age, heap_busy, hold_ms, tcache_large(tc),
+	                        tcache_spares(tc));
 }
 
 /* Under the page heap's init lock (pages_once): nothing here allocates. */

@@ -143,7 +143,7 @@ void pages_set_fork_hooks(void (*prepare)(void), void (*parent)(void), void (*ch
 	hook_child = child;
 }
 
-void pages_set_sweep(size_t (*fn)(uint32_t now, uint32_t min_age, int heap_busy))
+void pages_set_sweep(size_t (*fn)(uint32_t now, uint32_t min_age, int heap_busy, uint32_t hold_ms))
 {
 	__atomic_store_n(&default_scav.sweep, fn, __ATOMIC_RELEASE);
 }

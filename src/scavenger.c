@@ -565,11 +565,12 @@ static void *scav_main(void *arg)
 			uint32_t delay = scav_pressed(s)
 			                     ? 0
 			                     : __atomic_load_n(&s->conf.delay_ms, __ATOMIC_RELAXED);
-			released = scav_step(s, scav_hold_delay(s, delay));
-			size_t (*sweep)(uint32_t, uint32_t, int) =
+			uint32_t hold = scav_hold_delay(s, delay);
+			released = scav_step(s, hold);
+			size_t (*sweep)(uint32_t, uint32_t, int, uint32_t) =
 			    __atomic_load_n(&s->sweep, __ATOMIC_ACQUIRE);
 			if (sweep != NULL && sweep(__atomic_load_n(&h->epoch, __ATOMIC_RELAXED),
-			                           delay, released != 0) != 0)
+			                           delay, released != 0, hold) != 0)
 				released = 1;
 			/* Backing comes after giving back: a step does one. */
 			if (released == 0 && collapse_due(s, os_now_ns()))

@@ -129,10 +129,12 @@ struct pa_scavenger {
 	uint64_t ewma_collapse_ns; /* a collapse step's cost (the thread's) */
 	/* The layer above's own release (the malloc layer's span sweep and
 	 * stash decay): called by the thread at every wake while enabled, with
-	 * the epoch, scavenge_delay_ms and whether the heap released pages in
+	 * the epoch, scavenge_delay_ms, whether the heap released pages in
 	 * this step (heap_busy: then only the layer's periodic work, no
-	 * sweep); returns bytes released. Set once, before start. */
-	size_t (*sweep)(uint32_t now, uint32_t min_age, int heap_busy);
+	 * sweep) and the page heap's wait in this step (scav_hold_delay: more
+	 * than scavenge_delay_ms while the hold is in force); returns bytes
+	 * released. Set once, before start. */
+	size_t (*sweep)(uint32_t now, uint32_t min_age, int heap_busy, uint32_t hold_ms);
 	/* The API layer's live file (live.h): called by the thread at every
 	 * wake, after the step, with the word it sleeps on, which publish may
 	 * point at a word of its own (process-shared); returns the longest the

@@ -136,13 +136,18 @@ size_t sweep_stashes(int all, struct pa_large_slots *ls, struct pa_span_spares *
 	return moved + central_stash_drain(all, sp);
 }
 
-size_t sweep_background(uint32_t now, uint32_t min_age, int heap_busy, struct pa_large_slots *ls,
-                        struct pa_span_spares *sp)
+uint32_t sweep_decay_period(uint32_t min_age, uint32_t hold_ms)
+{
+	return hold_ms > min_age && hold_ms > SWEEP_STASH_DECAY_MS ? hold_ms : SWEEP_STASH_DECAY_MS;
+}
+
+size_t sweep_background(uint32_t now, uint32_t min_age, int heap_busy, uint32_t hold_ms,
+                        struct pa_large_slots *ls, struct pa_span_spares *sp)
 {
 	/* Stashed batches unused for a decay period go to their spans (which
 	 * may empty and go to the page heap, for the scavenger). */
 	static uint32_t last_decay;
-	if ((uint32_t)(now - last_decay) >= SWEEP_STASH_DECAY_MS) {
+	if ((uint32_t)(now - last_decay) >= sweep_decay_period(min_age, hold_ms)) {
 		last_decay = now;
 		sweep_stashes(0, ls, sp);
 	}

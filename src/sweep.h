@@ -11,7 +11,11 @@
  *   - every SWEEP_STASH_DECAY_MS, the stashes' decay (sweep_stashes(0)):
  *     batches and large spans the stashes kept unused for a whole period
  *     go to their spans, which may empty and go to the page heap, or to the
- *     page heap (central.h, large.h);
+ *     page heap (central.h, large.h). While the scavenger holds a steady
+ *     heap's free pages (scavenger.h: the hold), the period is the hold's
+ *     wait instead: a program that idles between phases takes its batches
+ *     back whole rather than carving them again from the spans
+ *     (sweep_decay_period);
  *   - unless the heap is busy (the scavenger says so): the span records'
  *     quiet blocks (span_meta_trim), then, while free objects in spans are
  *     a large enough share of the pages in use, a sweep step (sweep_spans)
@@ -59,8 +63,12 @@ size_t sweep_spans(uint32_t now, uint32_t min_age, unsigned max_spans);
 size_t sweep_stashes(int all, struct pa_large_slots *ls, struct pa_span_spares *sp);
 
 /* What the scavenger's hook does at every wake (the top of this file). */
-size_t sweep_background(uint32_t now, uint32_t min_age, int heap_busy, struct pa_large_slots *ls,
-                        struct pa_span_spares *sp);
+size_t sweep_background(uint32_t now, uint32_t min_age, int heap_busy, uint32_t hold_ms,
+                        struct pa_large_slots *ls, struct pa_span_spares *sp);
+
+/* The stashes' decay period for a scavenger step whose page-heap wait is
+ * hold_ms after a scavenge_delay_ms of min_age (sweep_background). */
+uint32_t sweep_decay_period(uint32_t min_age, uint32_t hold_ms);
 
 /* Bytes of span pages the sweep released and no object has touched since. */
 size_t sweep_released_bytes(void);

@@ -678,6 +678,63 @@ static void the_decay_gives_back_what_the_stash_did_not_use(void **state)
 	pa_thread_cache_flush();
 }
 
+/* While the scavenger holds a steady heap's free pages (its page-heap
+ * wait, hold_ms, is past scavenge_delay_ms), the decay waits the hold's
+ * wait; otherwise SWEEP_STASH_DECAY_MS (250 ms). The scavenger's calls,
+ * made here with a clock of the test's own (heap_busy: the decay alone). */
+static void *held_decay_thread(void *arg)
+{
+	size_t *got = arg;
+	unsigned cls = pa_size_to_class(32768);
+	struct pa_tcache *tc = tcache_real();
+	static void *a[8];
+	stashes_drain(1);
+	for (int k = 0; k < 8; k++)
+		a[k] = pa_malloc(32768);
+	for (int k = 0; k < 8; k++)
+		pa_free(a[k]); /* some in the list, the rest stashed */
+	got[6] = central_stashed(cls);
+	const uint32_t t = 1000000;
+	sweep_background(t, 1000, 1, 4000, tcache_large(tc), tcache_spares(tc)); /* a period starts */
+	got[0] = central_stashed(cls);
+	sweep_background(t + 3999, 1000, 1, 4000, tcache_large(tc), tcache_spares(tc));
+	got[1] = central_stashed(cls);
+	sweep_background(t + 4000, 1000, 1, 4000, tcache_large(tc), tcache_spares(tc));
+	got[2] = central_stashed(cls);
+	/* Not held: the short period. */
+	for (unsigned k = 0; k < 8; k++)
+		a[k] = pa_malloc(32768);
+	for (int k = 0; k < 8; k++)
+		pa_free(a[k]);
+	got[3] = central_stashed(cls);
+	sweep_background(t + 4249, 1000, 1, 1000, tcache_large(tc), tcache_spares(tc));
+	sweep_background(t + 4250, 1000, 1, 1000, tcache_large(tc), tcache_spares(tc));
+	got[4] = central_stashed(cls);
+	sweep_background(t + 4500, 1000, 1, 1000, tcache_large(tc), tcache_spares(tc));
+	got[5] = central_stashed(cls);
+	return NULL;
+}
+
+static void the_decay_waits_the_hold_while_the_scavenger_holds(void **state)
+{
+	(void)state;
+	TU_EQ(sweep_decay_period(1000, 4000), 4000);
+	TU_EQ(sweep_decay_period(1000, 1000), 250);
+	TU_EQ(sweep_decay_period(0, 0), 250);
+	TU_EQ(sweep_decay_period(50, 200), 250);
+	size_t got[7];
+	run_in_thread(held_decay_thread, got);
+	const size_t stashed = got[6];
+	assert_true(stashed > 0);
+	TU_EQ(got[0], stashed); /* seen, kept */
+	TU_EQ(got[1], stashed); /* 3,999 ms: within the hold */
+	TU_EQ(got[2], 0);       /* 4,000 ms: unused all period */
+	TU_EQ(got[3], stashed);
+	TU_EQ(got[4], stashed); /* 249 ms: nothing; 250 ms: seen */
+	TU_EQ(got[5], 0);
+	pa_thread_cache_flush();
+}
+
 /* ---- the large stash ------------------------------------------------------ */
 
 #define LS_SIZE (48u << 10) /* 6 pages */
@@ -1601,6 +1658,7 @@ int main(void)
 	    TU_TEST(stashed_batches_come_back_whole_to_the_next_refill),
 	    TU_TEST(a_stash_holds_at_most_one_mib_of_its_class),
 	    TU_TEST(the_decay_gives_back_what_the_stash_did_not_use),
+	    TU_TEST(the_decay_waits_the_hold_while_the_scavenger_holds),
 	    TU_TEST(a_large_block_let_go_by_full_slots_serves_another_thread),
 	    TU_TEST(large_blocks_that_fit_no_large_malloc_go_back_when_the_heap_grows),
 	    TU_TEST(large_blocks_that_serve_the_large_mallocs_stay_when_the_heap_grows),
