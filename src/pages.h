@@ -98,8 +98,7 @@ uint32_t pages_epoch(void);
 
 /* Let the background scavenger call fn at every wake (scavenger.h: sweep).
  * Call from pages_once. */
-void pages_set_sweep(size_t (*fn)(uint32_t now, uint32_t min_age, int heap_busy,
-                                 uint32_t hold_ms));
+void pages_set_sweep(size_t (*fn)(uint32_t now, uint32_t min_age, int heap_busy, uint32_t hold_ms));
 
 /* Let the background scavenger call fn at every wake (scavenger.h:
  * publish); the live file's writer. Any time, from a thread that holds no

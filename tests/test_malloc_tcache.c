@@ -695,7 +695,8 @@ static void *held_decay_thread(void *arg)
 		pa_free(a[k]); /* some in the list, the rest stashed */
 	got[6] = central_stashed(cls);
 	const uint32_t t = 1000000;
-	sweep_background(t, 1000, 1, 4000, tcache_large(tc), tcache_spares(tc)); /* a period starts */
+	sweep_background(t, 1000, 1, 4000, tcache_large(tc),
+	                 tcache_spares(tc)); /* a period starts */
 	got[0] = central_stashed(cls);
 	sweep_background(t + 3999, 1000, 1, 4000, tcache_large(tc), tcache_spares(tc));
 	got[1] = central_stashed(cls);
