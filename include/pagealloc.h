@@ -195,7 +195,8 @@ PA_API size_t pa_scavenge(size_t bytes);
  *                     memory within 32 MiB plus an eighth of the pages in
  *                     use waits four times this (an hour at most), unless
  *                     the heap went past that since it last grew by 32 MiB
- *                     (a heap that shrank gives up every page at N)
+ *                     (a heap that shrank gives up every page at N); the
+ *                     stashed batches of free objects wait as long
  *   thread_cache=on|off  per-thread object caches in front of the central
  *                     lists (default on; off: every small malloc and free
  *                     takes its class's lock; read at each thread's first
