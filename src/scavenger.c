@@ -544,6 +544,8 @@ static void *scav_main(void *arg)
 	os_thp_read(&machine);
 	scav_thp_setup(s, &machine);
 	uint64_t t0 = os_now_ns(), cpu_prev = os_thread_cpu_ns();
+	if (s->epoch0_ns == 0)
+		s->epoch0_ns = t0;
 	/* The first look for huge pages to collapse a pass after the thread
 	 * starts: a program that lives less than that (wl-churn: 0.2 s, 1.44x
 	 * its CPU when its heap's regions were collapsed and freed at once)
@@ -553,7 +555,7 @@ static void *scav_main(void *arg)
 	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
 		uint32_t *word = __atomic_load_n(&s->wake_word, __ATOMIC_RELAXED);
 		uint32_t wake = __atomic_load_n(word, __ATOMIC_RELAXED);
-		uint32_t now = (uint32_t)((os_now_ns() - t0) / 1000000u);
+		uint32_t now = (uint32_t)((os_now_ns() - s->epoch0_ns) / 1000000u);
 		for (unsigned i = 0; i < s->nheaps; i++)
 			__atomic_store_n(&s->heaps[i]->epoch, now, __ATOMIC_RELAXED);
 		size_t released = 0, collapsed = 0;

@@ -105,6 +105,12 @@ struct pa_scavenger {
 	int thp_state;
 	size_t collapse_cursor[PA_SCAV_MAX_HEAPS];
 	uint64_t collapse_pass_ns, split_forget_ns;
+	/* The heaps' epoch counts milliseconds from here: set by the thread
+	 * when it first starts, and kept by a restart and by a forked child
+	 * (CLOCK_MONOTONIC is the machine's), so that the ages of free pages
+	 * and stashed batches (the free stamps, the sweep's) go on from where
+	 * they were instead of wrapping to "long ago". */
+	uint64_t epoch0_ns;
 	/* The hold (scav_hold_delay), the thread's own: whether the
 	 * heaps' free memory went past it since the pages in use last grew by
 	 * it, and the fewest pages in use since. */
