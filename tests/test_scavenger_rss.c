@@ -476,6 +476,9 @@ static void forked_childs_scavenger_keeps_the_parents_clock(void **state)
 	set("memory_limit", "0");
 	set("scavenger", "on");
 	set("scavenge_delay_ms", "60000");
+	/* A step the parent's thread began before the new delay may still be
+	 * scanning: two of its idle polls go by first. */
+	sleep_ms(200);
 	young = alloc_aligned_run(YOUNG_LEN);
 	fill(young.run, YOUNG_LEN, 0x5a);
 	pa_pages_free(young.run, young.run_pages);
