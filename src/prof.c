@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,13 +89,23 @@ static double prof_one_minus_exp_neg(double x)
 /* How far from the top the allocator's frames are looked for. */
 #define PROF_TRIM_SCAN 16u
 
+/*
+ * A site's frames are kept packed: each the zigzag varint of its distance
+ * from the frame before (from 0 for the first). A caller's return address
+ * is most often within a few KiB or MiB of its callee's, in the same
+ * object: 2-4 bytes a frame instead of 8. espresso's 1,421 sites of ~16
+ * frames took 0.50 MiB, 192 bytes each; packed, ~112.
+ */
+#define PROF_PACKED_MAX (PROF_MAX_DEPTH * 10u) /* 10 bytes: a 64-bit varint's most */
+
 struct prof_bucket {
 	struct prof_bucket *next; /* hash chain */
 	uint64_t hash;
-	uint32_t depth;
 	/* Estimates (sums of the samples' weights, and weights times bytes). */
 	double alloc_objects, alloc_bytes, free_objects, free_bytes;
-	uintptr_t pc[]; /* depth frames, innermost first */
+	uint16_t depth;   /* frames */
+	uint16_t len;     /* bytes of packed */
+	uint8_t packed[]; /* the frames, innermost first (above) */
 };
 
 struct prof_sample {
@@ -113,6 +124,7 @@ static size_t table_size;
 static char *carve_at, *carve_end; /* the current block */
 static struct prof_sample *free_samples;
 static size_t meta_bytes, nsites, samples_live, samples_total, held_bytes, extra_bytes;
+static size_t frames; /* the sites' frames, all told */
 static double inuse_bytes, alloc_bytes;
 static double peak_written;  /* live estimate at the last peak profile */
 static double interval_next; /* allocated estimate at which the next interval one is due */
@@ -259,6 +271,41 @@ static int table_grow(void)
 	return 1;
 }
 
+/* Pack depth frames into out (PROF_PACKED_MAX bytes); returns the bytes. */
+static unsigned frames_pack(const uintptr_t *pc, unsigned depth, uint8_t *out)
+{
+	unsigned n = 0;
+	uintptr_t prev = 0;
+	for (unsigned i = 0; i < depth; i++) {
+		uint64_t d = (uint64_t)(pc[i] - prev);
+		uint64_t z = (d << 1) ^ (uint64_t)((int64_t)d >> 63); /* zigzag */
+		prev = pc[i];
+		for (; z >= 0x80; z >>= 7)
+			out[n++] = (uint8_t)(z | 0x80);
+		out[n++] = (uint8_t)z;
+	}
+	return n;
+}
+
+/* The frames of b into pc (b->depth of them). */
+static void frames_unpack(const struct prof_bucket *b, uintptr_t *pc)
+{
+	const uint8_t *in = b->packed;
+	uintptr_t prev = 0;
+	for (unsigned i = 0; i < b->depth; i++) {
+		uint64_t z = 0;
+		unsigned shift = 0;
+		for (;; shift += 7) {
+			uint8_t c = *in++;
+			z |= (uint64_t)(c & 0x7f) << shift;
+			if (c < 0x80)
+				break;
+		}
+		prev += (uintptr_t)((z >> 1) ^ ((uint64_t)0 - (z & 1)));
+		pc[i] = prev;
+	}
+}
+
 /* The bucket of a stack, made if new; under prof_lock. NULL when out of
  * memory. */
 static struct prof_bucket *bucket_of(const uintptr_t *pc, unsigned depth)
@@ -266,22 +313,26 @@ static struct prof_bucket *bucket_of(const uintptr_t *pc, unsigned depth)
 	if ((table == NULL || (nsites >= table_size && table_size < PROF_TABLE_SIZE)) &&
 	    !table_grow() && table == NULL)
 		return NULL;
+	uint8_t packed[PROF_PACKED_MAX];
+	unsigned len = frames_pack(pc, depth, packed);
 	uint64_t h = stack_hash(pc, depth);
 	struct prof_bucket **head = &table[h & (table_size - 1)];
 	for (struct prof_bucket *b = *head; b != NULL; b = b->next)
-		if (b->hash == h && b->depth == depth &&
-		    memcmp(b->pc, pc, depth * sizeof(pc[0])) == 0)
+		if (b->hash == h && b->depth == depth && b->len == len &&
+		    memcmp(b->packed, packed, len) == 0)
 			return b;
-	struct prof_bucket *b = carve(sizeof(*b) + depth * sizeof(pc[0]));
+	struct prof_bucket *b = carve(offsetof(struct prof_bucket, packed) + len);
 	if (b == NULL)
 		return NULL;
 	memset(b, 0, sizeof(*b));
 	b->hash = h;
-	b->depth = depth;
-	memcpy(b->pc, pc, depth * sizeof(pc[0]));
+	b->depth = (uint16_t)depth;
+	b->len = (uint16_t)len;
+	memcpy(b->packed, packed, len);
 	b->next = *head;
 	*head = b;
 	nsites++;
+	frames += depth;
 	return b;
 }
 
@@ -328,18 +379,22 @@ static int write_profile(enum prof_kind kind, const char *path)
 		put_str(name, at, sizeof(name), ".pb.gz");
 		path = name;
 	}
-	/* Snapshot: the sites' pcs stay where they are (buckets are never
-	 * freed), their figures are copied. */
+	/* Snapshot: the sites' figures copied, their frames unpacked after
+	 * them in the same mapping. */
 	lock_acquire(&prof_lock);
-	size_t n = nsites, len = (n > 0 ? n : 1) * sizeof(struct profw_site);
+	size_t n = nsites,
+	       len = (n > 0 ? n : 1) * sizeof(struct profw_site) + frames * sizeof(uintptr_t);
 	struct profw_site *sites = os_alloc(len);
 	size_t k = 0;
 	if (sites != NULL && table != NULL) {
+		uintptr_t *pcs = (uintptr_t *)(sites + (n > 0 ? n : 1));
 		for (size_t i = 0; i < table_size && k < n; i++) {
 			for (struct prof_bucket *b = table[i]; b != NULL && k < n; b = b->next) {
 				struct profw_site *s = &sites[k++];
-				s->pc = b->pc;
+				frames_unpack(b, pcs);
+				s->pc = pcs;
 				s->depth = b->depth;
+				pcs += b->depth;
 				s->alloc_objects = (int64_t)(b->alloc_objects + 0.5);
 				s->alloc_space = (int64_t)(b->alloc_bytes + 0.5);
 				s->inuse_objects =
