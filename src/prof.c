@@ -96,7 +96,7 @@ static double prof_one_minus_exp_neg(double x)
  * object: 2-4 bytes a frame instead of 8. espresso's 1,421 sites of ~16
  * frames took 0.50 MiB, 192 bytes each; packed, ~112.
  */
-#define PROF_PACKED_MAX (PROF_MAX_DEPTH * 10u) /* 10 bytes: a 64-bit varint's most */
+#define PROF_PACKED_MAX (PROF_MAX_DEPTH * PROFW_VARINT_MAX)
 
 struct prof_bucket {
 	struct prof_bucket *next; /* hash chain */
@@ -280,9 +280,7 @@ static unsigned frames_pack(const uintptr_t *pc, unsigned depth, uint8_t *out)
 		uint64_t d = (uint64_t)(pc[i] - prev);
 		uint64_t z = (d << 1) ^ (uint64_t)((int64_t)d >> 63); /* zigzag */
 		prev = pc[i];
-		for (; z >= 0x80; z >>= 7)
-			out[n++] = (uint8_t)(z | 0x80);
-		out[n++] = (uint8_t)z;
+		n += (unsigned)profw_varint(out + n, z);
 	}
 	return n;
 }
@@ -382,12 +380,12 @@ static int write_profile(enum prof_kind kind, const char *path)
 	/* Snapshot: the sites' figures copied, their frames unpacked after
 	 * them in the same mapping. */
 	lock_acquire(&prof_lock);
-	size_t n = nsites,
-	       len = (n > 0 ? n : 1) * sizeof(struct profw_site) + frames * sizeof(uintptr_t);
+	size_t n = nsites, slots = n > 0 ? n : 1;
+	size_t len = slots * sizeof(struct profw_site) + frames * sizeof(uintptr_t);
 	struct profw_site *sites = os_alloc(len);
 	size_t k = 0;
 	if (sites != NULL && table != NULL) {
-		uintptr_t *pcs = (uintptr_t *)(sites + (n > 0 ? n : 1));
+		uintptr_t *pcs = (uintptr_t *)(sites + slots);
 		for (size_t i = 0; i < table_size && k < n; i++) {
 			for (struct prof_bucket *b = table[i]; b != NULL && k < n; b = b->next) {
 				struct profw_site *s = &sites[k++];

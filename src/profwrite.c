@@ -242,9 +242,6 @@ static const char *const fixed_strings[S_FIXED] = {
 
 /* ---- step 3: protobuf encoding -------------------------------------------------- */
 
-/* The longest varint (a 64-bit value, 7 bits a byte). */
-#define VARINT_MAX 10u
-
 enum { WIRE_VARINT = 0, WIRE_BYTES = 2 };
 
 /* A buffer sized beforehand for everything written to it. */
@@ -255,11 +252,7 @@ struct pb {
 
 static void pb_varint(struct pb *b, uint64_t v)
 {
-	while (v >= 0x80) {
-		b->p[b->len++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	b->p[b->len++] = (uint8_t)v;
+	b->len += profw_varint(b->p + b->len, v);
 }
 
 static void pb_uint(struct pb *b, unsigned field, uint64_t v)
@@ -305,11 +298,11 @@ enum {
 
 /* A Sample: PROF_MAX_DEPTH packed ids and 4 packed values, each at most a
  * varint, with two tags and two lengths. */
-#define SAMPLE_MAX ((PROF_MAX_DEPTH + 4) * VARINT_MAX + 2 * (1 + VARINT_MAX))
+#define SAMPLE_MAX ((PROF_MAX_DEPTH + 4) * PROFW_VARINT_MAX + 2 * (1 + PROFW_VARINT_MAX))
 /* A Location or Mapping: at most 6 varint fields with 1-byte tags. */
-#define SMALL_MSG_MAX (6 * (1 + VARINT_MAX))
+#define SMALL_MSG_MAX (6 * (1 + PROFW_VARINT_MAX))
 /* A field holding a nested message: its tag, its length, the message. */
-#define NESTED(max) (1 + VARINT_MAX + (max))
+#define NESTED(max) (1 + PROFW_VARINT_MAX + (max))
 
 static void pb_value_type(struct pb *b, unsigned field, uint32_t type, uint32_t unit)
 {
@@ -727,7 +720,7 @@ static void encode(struct writer *w, struct pb *b, const struct profw_site *site
 	for (size_t s = 0; s < n; s++) {
 		const struct profw_site *site = &sites[s];
 		uint32_t depth = site->depth < PROF_MAX_DEPTH ? site->depth : PROF_MAX_DEPTH;
-		uint8_t packed_buf[(PROF_MAX_DEPTH + 4) * VARINT_MAX], msg_buf[SAMPLE_MAX];
+		uint8_t packed_buf[(PROF_MAX_DEPTH + 4) * PROFW_VARINT_MAX], msg_buf[SAMPLE_MAX];
 		struct pb msg = {msg_buf, 0}, packed = {packed_buf, 0};
 		for (uint32_t k = 0; k < depth; k++)
 			pb_varint(&packed, loc_id(&w->locs, site->pc[k]));
@@ -779,7 +772,8 @@ static void encode(struct writer *w, struct pb *b, const struct profw_site *site
 /* The most bytes encode writes. */
 static size_t encoded_bound(const struct writer *w, size_t n)
 {
-	size_t size = 4 * NESTED(SMALL_MSG_MAX) + NESTED(SMALL_MSG_MAX) + 4 * (1 + VARINT_MAX);
+	size_t size =
+	    4 * NESTED(SMALL_MSG_MAX) + NESTED(SMALL_MSG_MAX) + 4 * (1 + PROFW_VARINT_MAX);
 	size = add_sat(size, mul_sat(n, NESTED(SAMPLE_MAX)));
 	size = add_sat(size, mul_sat(w->nmaps + w->locs.n, NESTED(SMALL_MSG_MAX)));
 	for (size_t i = 0; i < w->nstrs; i++)

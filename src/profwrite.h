@@ -27,6 +27,20 @@
 /* The most frames a stack keeps. */
 #define PROF_MAX_DEPTH 64u
 
+/* The longest varint (a 64-bit value, 7 bits a byte). */
+#define PROFW_VARINT_MAX 10u
+
+/* v as a varint (protobuf's, 7 bits a byte, low first) at p, which has
+ * room for PROFW_VARINT_MAX bytes; returns the bytes written. */
+static inline size_t profw_varint(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+	for (; v >= 0x80; v >>= 7)
+		p[n++] = (uint8_t)(v | 0x80);
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
 /* One site: a stack, innermost frame first (the caller of malloc first:
  * the allocator's frames are already trimmed), each address a return
  * address minus one (inside the call instruction, as pprof expects of a
