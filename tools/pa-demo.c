@@ -248,6 +248,37 @@ static uintptr_t group_of(uintptr_t a)
 	return a & ~(64 * PA_PAGE_BYTES - 1);
 }
 
+/* A CPU cache's refill took the free pages of the group at g out of the
+ * heap: they leave the holes (a hole it cut through goes on above it). */
+static void hole_carve_group(uintptr_t g)
+{
+	uintptr_t ge = g + 64 * PA_PAGE_BYTES;
+	for (size_t i = 0; i < nholes; i++) {
+		struct hole *h = &holes[i];
+		uintptr_t he = hole_end(h);
+		if (he <= g || h->base >= ge)
+			continue;
+		if (h->base < g && he > ge && nholes < MAX_RUNS) { /* the group is inside: split */
+			memmove(h + 1, h, (nholes - i) * sizeof holes[0]);
+			nholes++;
+			h[1].base = ge;
+			h[1].npages = (he - ge) / PA_PAGE_BYTES;
+			h->npages = (g - h->base) / PA_PAGE_BYTES;
+			return;
+		}
+		if (h->base < g) {
+			h->npages = (g - h->base) / PA_PAGE_BYTES;
+		} else if (he > ge) {
+			h->npages = (he - ge) / PA_PAGE_BYTES;
+			h->base = ge;
+		} else {
+			memmove(h, h + 1, (nholes - i - 1) * sizeof holes[0]);
+			nholes--;
+			i--;
+		}
+	}
+}
+
 /* Say where run i landed relative to the runs before it. */
 static void describe_placement(size_t i, int cached)
 {
@@ -277,10 +308,27 @@ static void alloc_and_explain(size_t npages)
 {
 	char b[48];
 	int cached;
+	uint64_t refills = cache_view().refills;
 	struct run *r = alloc_run(npages, &cached);
 	uintptr_t a = (uintptr_t)r->p;
 	printf("  run #%-2zu %-25s -> %p  ", nruns - 1, run_size(npages, b, sizeof b),
 	       (void *)r->p);
+	if (cached && cache_view().refills != refills) {
+		/* This CPU's cache was empty (the thread may have moved to another
+		 * CPU): it refilled with the first group holding a free page. */
+		uintptr_t g = group_of(a);
+		printf("CPU cache, refilled with group 0x%" PRIxPTR, g);
+		if (nholes > 0 && holes[0].base < g) {
+			printf("  FIRST FIT VIOLATED: the hole at 0x%" PRIxPTR
+			       " has a free page in a lower group\n",
+			       holes[0].base);
+			failures++;
+			return;
+		}
+		printf(", the lowest group with a free page\n");
+		hole_carve_group(g);
+		return;
+	}
 	if (cached) {
 		printf("CPU cache: the lowest free pages of its group 0x%" PRIxPTR "\n",
 		       group_of(a));
