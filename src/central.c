@@ -33,6 +33,7 @@ static _Noreturn void __attribute__((noinline, cold)) written(struct pa_central 
 
 struct pa_central central[PA_SC_NUM_CLASSES];
 struct pa_batch_stash central_stash[PA_SC_NUM_CLASSES];
+void *central_stash_slot[PA_SC_NUM_CLASSES][CENTRAL_STASH_MAX] __attribute__((aligned(64)));
 
 /* What each stash slot held at the last decay (central_stash_drain), and
  * how many of those were batches (relaxed atomic stores: a decay reads it
@@ -522,15 +523,16 @@ static inline void stash_mark(uint32_t *mark, uint32_t v)
 static void *stash_take(unsigned cls)
 {
 	struct pa_batch_stash *st = &central_stash[cls];
+	void **slot = central_stash_slot[cls];
 	uint32_t cap = stash_cap(cls), top = __atomic_load_n(&st->top, __ATOMIC_RELAXED);
 	top = top < cap ? top : cap;
 	for (uint32_t k = top, end = 0, pass = 0; pass < 2; k = cap, end = top, pass++) {
-		if (pass == 1 && __atomic_load_n(&st->empty, __ATOMIC_RELAXED))
+		if (pass == 1 && !__atomic_load_n(&st->given, __ATOMIC_RELAXED))
 			break;
 		while (k-- > end) {
-			if (__atomic_load_n(&st->slot[k], __ATOMIC_RELAXED) == NULL)
+			if (__atomic_load_n(&slot[k], __ATOMIC_RELAXED) == NULL)
 				continue;
-			void *b = __atomic_exchange_n(&st->slot[k], NULL, __ATOMIC_ACQUIRE);
+			void *b = __atomic_exchange_n(&slot[k], NULL, __ATOMIC_ACQUIRE);
 			if (b != NULL) {
 				__atomic_store_n(&st->top, k, __ATOMIC_RELAXED);
 				stash_mark(&st->full, 0);
@@ -538,8 +540,9 @@ static void *stash_take(unsigned cls)
 			}
 		}
 	}
-	__atomic_store_n(&st->top, 0, __ATOMIC_RELAXED);
-	stash_mark(&st->empty, 1);
+	/* Written only where they change (central.h). */
+	stash_mark(&st->top, 0);
+	stash_mark(&st->given, 0);
 	return NULL;
 }
 
@@ -550,6 +553,7 @@ static void *stash_take(unsigned cls)
 static int stash_give(unsigned cls, void *b)
 {
 	struct pa_batch_stash *st = &central_stash[cls];
+	void **slot = central_stash_slot[cls];
 	uint32_t cap = stash_cap(cls), top = __atomic_load_n(&st->top, __ATOMIC_RELAXED);
 	top = top < cap ? top : cap;
 	for (uint32_t k = top, end = cap, pass = 0; pass < 2; k = 0, end = top, pass++) {
@@ -557,11 +561,12 @@ static int stash_give(unsigned cls, void *b)
 			break;
 		for (; k < end; k++) {
 			void *empty = NULL;
-			if (__atomic_load_n(&st->slot[k], __ATOMIC_RELAXED) == NULL &&
-			    __atomic_compare_exchange_n(&st->slot[k], &empty, b, 0,
-			                                __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+			if (__atomic_load_n(&slot[k], __ATOMIC_RELAXED) == NULL &&
+			    __atomic_compare_exchange_n(&slot[k], &empty, b, 0, __ATOMIC_RELEASE,
+			                                __ATOMIC_RELAXED)) {
 				__atomic_store_n(&st->top, k + 1, __ATOMIC_RELAXED);
-				stash_mark(&st->empty, 0);
+				stash_mark(&st->given, 1);
+				stash_mark(&st->used, 1);
 				return 1;
 			}
 		}
@@ -846,8 +851,10 @@ void central_adopt(struct pa_span *s, struct pa_span_spares *sp)
 unsigned central_stash_batches(unsigned cls)
 {
 	unsigned n = 0, cap = stash_cap(cls); /* no give goes past the cap */
+	if (!__atomic_load_n(&central_stash[cls].used, __ATOMIC_RELAXED))
+		return 0; /* its slots never written: not read either (central.h) */
 	for (unsigned k = 0; k < cap; k++)
-		n += __atomic_load_n(&central_stash[cls].slot[k], __ATOMIC_RELAXED) != NULL;
+		n += __atomic_load_n(&central_stash_slot[cls][k], __ATOMIC_RELAXED) != NULL;
 	return n;
 }
 
@@ -869,7 +876,7 @@ size_t central_stash_drain(int all, struct pa_span_spares *sp)
 	for (unsigned cls = 1; cls < PA_SC_NUM_CLASSES; cls++) {
 		struct pa_central *c = &central[cls];
 		struct pa_batch_stash *st = &central_stash[cls];
-		void **seen = stash_seen[cls];
+		void **seen = stash_seen[cls], **slot = central_stash_slot[cls];
 		if (central_stash_batches(cls) == 0 &&
 		    __atomic_load_n(&stash_seen_n[cls], __ATOMIC_RELAXED) == 0 &&
 		    __atomic_load_n(&c->frag_since, __ATOMIC_RELAXED) == FRAG_NO)
@@ -878,15 +885,16 @@ size_t central_stash_drain(int all, struct pa_span_spares *sp)
 		uint32_t seen_n = 0, top = 0;
 		lock_acquire(&c->lock);
 		frag_decay(c);
-		for (unsigned k = 0; k < cap; k++) {
-			void *b = __atomic_load_n(&st->slot[k], __ATOMIC_RELAXED);
+		/* A stash never given to: nothing to read (central.h). */
+		for (unsigned k = 0; __atomic_load_n(&st->used, __ATOMIC_RELAXED) && k < cap; k++) {
+			void *b = __atomic_load_n(&slot[k], __ATOMIC_RELAXED);
 			if (b != NULL && (all || b == seen[k]) &&
-			    __atomic_compare_exchange_n(&st->slot[k], &b, NULL, 0, __ATOMIC_ACQUIRE,
+			    __atomic_compare_exchange_n(&slot[k], &b, NULL, 0, __ATOMIC_ACQUIRE,
 			                                __ATOMIC_RELAXED)) {
 				give_locked(c, b, batch, sp);
 				moved += batch;
 			}
-			seen[k] = __atomic_load_n(&st->slot[k], __ATOMIC_RELAXED);
+			seen[k] = __atomic_load_n(&slot[k], __ATOMIC_RELAXED);
 			if (seen[k] != NULL) {
 				seen_n++;
 				top = k + 1;
@@ -894,7 +902,7 @@ size_t central_stash_drain(int all, struct pa_span_spares *sp)
 		}
 		/* The hint past the newest batch left, so the gives fill the
 		 * slots just emptied. */
-		__atomic_store_n(&st->top, top, __ATOMIC_RELAXED);
+		stash_mark(&st->top, top);
 		stash_mark(&st->full, 0);
 		__atomic_store_n(&stash_seen_n[cls], seen_n, __ATOMIC_RELAXED);
 		lock_release(&c->lock);

@@ -177,22 +177,30 @@ struct pa_central {
 	} carve[CENTRAL_CARVE_SLOTS];
 } __attribute__((aligned(64)));
 
-/* A class's stash: atomics, no lock (above). Apart from central[] so that
- * a class that never stashes makes none of it resident, and so that the
- * class's lock and span lists share no line with it. */
+/* A class's stash: atomics, no lock (above). Its marks are apart from
+ * central[] so that the class's lock and span lists share no line with
+ * them, and its slots apart from the marks (central_stash_slot), so that a
+ * class that never stashed reads and writes none of its 4 KiB of slots: on
+ * a kernel that backs even a read of untouched memory with a page of its
+ * own (the AMD EPYC VM of docs/benchmarks.md does), each class a program
+ * used cost a resident page (80 KiB of `sleep`'s RSS). */
 struct pa_batch_stash {
 	uint32_t top; /* the hint (above): relaxed atomic loads and stores */
 	/* Marks, the same: a give found every slot taken since the last
-	 * refill or decay (full), a refill found none taken since the last
-	 * give (empty); either skips the look past the hint that would read
-	 * every slot again. */
-	uint32_t full, empty;
-	/* A batch's first object, or NULL; CAS NULL -> batch (release),
-	 * exchange -> NULL (acquire). */
-	void *slot[CENTRAL_STASH_MAX] __attribute__((aligned(64)));
+	 * refill or decay (full); a give came since a refill last found the
+	 * stash empty (given, 0 from the start: nothing was ever given). A
+	 * full, or a given of 0, skips the look past the hint that would read
+	 * every slot again. used: a give ever came (never cleared); without
+	 * one the slots were never written, and no one reads them. All are
+	 * written only where they change. */
+	uint32_t full, given, used;
 } __attribute__((aligned(64)));
 
 extern struct pa_batch_stash central_stash[PA_SC_NUM_CLASSES] PA_HIDDEN;
+
+/* A batch's first object, or NULL; CAS NULL -> batch (release), exchange
+ * -> NULL (acquire). */
+extern void *central_stash_slot[PA_SC_NUM_CLASSES][CENTRAL_STASH_MAX] PA_HIDDEN;
 
 /* Indexed by class; class 0 is the large objects' (large.h): unused. */
 extern struct pa_central central[PA_SC_NUM_CLASSES] PA_HIDDEN;

@@ -109,7 +109,7 @@ static int span_has_it_free(void *p)
 static int in_stash(unsigned cls, void *p)
 {
 	for (uint32_t k = 0; k < CENTRAL_STASH_MAX; k++)
-		for (void **o = central_stash[cls].slot[k]; o != NULL; o = o[0])
+		for (void **o = central_stash_slot[cls][k]; o != NULL; o = o[0])
 			if (o == p)
 				return 1;
 	return 0;

@@ -105,7 +105,7 @@ static unsigned stashed_objects(unsigned cls)
 {
 	unsigned n = 0;
 	for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++)
-		for (void **o = central_stash[cls].slot[k]; o != NULL; o = o[0])
+		for (void **o = central_stash_slot[cls][k]; o != NULL; o = o[0])
 			turn_stashed[n++] = o;
 	return n;
 }
@@ -196,7 +196,7 @@ static void a_thread_s_first_refill_takes_a_stashed_batch_whole(void **state)
 	unsigned cls = pa_size_to_class(OBJ);
 	size_t spans = stash_emptied_spans(cls);
 	turn_stash(cls);
-	void **o = central_stash[cls].slot[TURN_STASHED - 1];
+	void **o = central_stash_slot[cls][TURN_STASHED - 1];
 	TU_EQ(o != NULL, 1);
 	void *batch[32];
 	for (unsigned k = 0; k < 32u; k++, o = o[0])
@@ -230,7 +230,7 @@ static void a_stale_hint_still_finds_the_free_slots_and_the_batches(void **state
 	run_in_thread(turn_free, NULL);
 	TU_EQ(central_stash_batches(cls), TURN_STASHED);
 	for (unsigned k = 0; k < TURN_STASHED; k++)
-		TU_EQ(central_stash[cls].slot[k] != NULL, 1);
+		TU_EQ(central_stash_slot[cls][k] != NULL, 1);
 	TU_EQ(__atomic_load_n(&central_stash[cls].top, __ATOMIC_RELAXED), TURN_STASHED);
 	__atomic_store_n(&central_stash[cls].top, 0, __ATOMIC_RELAXED);
 	size_t stashed_after = SIZE_MAX;
@@ -269,7 +269,7 @@ static void a_stashed_batch_holds_its_objects_address_tree(void **state)
 		for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++) {
 			void **a[CENTRAL_BATCH_MAX];
 			unsigned n = 0;
-			for (void **o = central_stash[cls].slot[k]; o != NULL; o = o[0])
+			for (void **o = central_stash_slot[cls][k]; o != NULL; o = o[0])
 				a[n++ % CENTRAL_BATCH_MAX] = o;
 			if (n == 0)
 				continue;
@@ -309,7 +309,7 @@ static void a_tree_overwritten_after_the_free_costs_no_object(void **state)
 	run_in_thread(turn_free, NULL);
 	unsigned spoilt = 0;
 	for (unsigned k = 0; k < CENTRAL_STASH_MAX; k++) {
-		void **head = central_stash[cls].slot[k];
+		void **head = central_stash_slot[cls][k];
 		if (head == NULL)
 			continue;
 		head[2] = (void *)(uintptr_t)0x1000;
@@ -323,9 +323,9 @@ static void a_tree_overwritten_after_the_free_costs_no_object(void **state)
 	stash_emptied_back_to(cls, spans);
 }
 
-/* A stash's marks (central.h): full and empty, and the hint. */
+/* A stash's marks (central.h): full, given and used, and the hint. */
 struct marks {
-	uint32_t top, full, empty;
+	uint32_t top, full, given, used;
 };
 
 static struct marks marks_of(unsigned cls)
@@ -333,7 +333,8 @@ static struct marks marks_of(unsigned cls)
 	struct pa_batch_stash *st = &central_stash[cls];
 	return (struct marks){__atomic_load_n(&st->top, __ATOMIC_RELAXED),
 	                      __atomic_load_n(&st->full, __ATOMIC_RELAXED),
-	                      __atomic_load_n(&st->empty, __ATOMIC_RELAXED)};
+	                      __atomic_load_n(&st->given, __ATOMIC_RELAXED),
+	                      __atomic_load_n(&st->used, __ATOMIC_RELAXED)};
 }
 
 /* A thread's first 32 mallocs: its first refill takes the newest stashed
@@ -421,7 +422,7 @@ static void a_tiny_class_s_stash_holds_the_objects_of_batches_of_32(void **state
 /* A give that finds every slot taken reads them all once and marks the
  * stash full; the gives after it look only from the hint up, until a
  * refill takes a batch (or the decay empties slots). A refill that finds
- * no batch marks it empty, and sets the hint to 0, until a give. */
+ * no batch clears the given mark, and sets the hint to 0, until a give. */
 static void a_full_or_empty_stash_is_marked_until_the_other_side_comes(void **state)
 {
 	(void)state;
@@ -433,7 +434,7 @@ static void a_full_or_empty_stash_is_marked_until_the_other_side_comes(void **st
 	struct marks m = marks_of(cls);
 	TU_EQ(m.top, 256);
 	TU_EQ(m.full, 1);
-	TU_EQ(m.empty, 0);
+	TU_EQ(m.given, 1);
 	/* One whole-batch refill: the newest batch, and the full mark goes. */
 	run_in_thread(refill_one_batch, &m);
 	TU_EQ(m.top, 255);
@@ -446,10 +447,52 @@ static void a_full_or_empty_stash_is_marked_until_the_other_side_comes(void **st
 	__atomic_store_n(&central_stash[cls].top, 256, __ATOMIC_RELAXED);
 	run_in_thread(refill_from_spans, &m);
 	TU_EQ(m.top, 0);
-	TU_EQ(m.empty, 1);
-	/* Its own overflows at exit were gives: the empty mark went. */
-	TU_EQ(marks_of(cls).empty, 0);
+	TU_EQ(m.given, 0);
+	/* Its own overflows at exit were gives: the given mark is back. */
+	TU_EQ(marks_of(cls).given, 1);
 	stash_emptied_back_to(cls, spans);
+}
+
+/* A class no thread ever freed into: whole-batch refills look in its empty
+ * stash and write nothing there (marks and hint stay 0), nor read its
+ * slots: no page of it is made resident. Before, each look wrote the hint
+ * and the empty mark, a dirty page for every class a program allocated
+ * from (80 KiB of `sleep`'s RSS on the AMD EPYC VM). */
+#define UNSTASHED 1500u
+static void *refill_unstashed(void *arg)
+{
+	struct marks *after = arg;
+	enum { N = 40u * 16u };
+	static void *p[N];
+	for (unsigned k = 0; k < N; k++)
+		p[k] = pa_malloc(UNSTASHED);
+	*after = marks_of(pa_size_to_class(UNSTASHED));
+	for (unsigned k = 0; k < N; k++)
+		pa_free(p[k]);
+	return NULL;
+}
+
+static void an_empty_stash_s_refills_write_nothing_to_it(void **state)
+{
+	(void)state;
+	unsigned cls = pa_size_to_class(UNSTASHED);
+	TU_EQ(central_batch(cls), 16384u / pa_sizeclasses[cls].size);
+	struct marks m = marks_of(cls);
+	TU_EQ(m.top + m.full + m.given + m.used, 0);
+	run_in_thread(refill_unstashed, &m);
+	TU_EQ(m.top, 0);
+	TU_EQ(m.full, 0);
+	TU_EQ(m.given, 0);
+	TU_EQ(m.used, 0);
+	/* The thread's frees overflowed its cache: gives, and from then on the
+	 * stash is used. */
+	m = marks_of(cls);
+	TU_EQ(m.used, 1);
+	TU_EQ(m.given, 1);
+	TU_EQ(central_stash_batches(cls) > 0, 1);
+	pa_thread_cache_flush();
+	TU_EQ(central_stash_batches(cls), 0);
+	TU_EQ(marks_of(cls).used, 1);
 }
 
 /* ---- at once ---------------------------------------------------------------- */
@@ -589,6 +632,7 @@ int main(void)
 	    TU_TEST(a_stashed_batch_holds_its_objects_address_tree),
 	    TU_TEST(a_tree_overwritten_after_the_free_costs_no_object),
 	    TU_TEST(a_full_or_empty_stash_is_marked_until_the_other_side_comes),
+	    TU_TEST(an_empty_stash_s_refills_write_nothing_to_it),
 	    TU_TEST(a_producer_and_its_consumer_hand_off_every_object_once),
 	    TU_TEST(a_drain_in_another_thread_never_shows_as_live_objects),
 	};
