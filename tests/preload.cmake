@@ -147,6 +147,9 @@ endforeach()
 # ---- an address-space limit ------------------------------------------------------
 pa_preload_test(preload_addr_limit bash ${PA_PT_DIR}/addr_limit.sh ${PA_PT_PRELOAD}
 	$<TARGET_FILE:preload_addr_fill>)
+# 30-51 s in CI's runs; it timed out at 120 s once (2026-11-29) beside a
+# `ctest -j2` and a benchmark on the 2-vCPU machine (24.6 s alone after).
+set_tests_properties(preload_addr_limit PROPERTIES TIMEOUT 360)
 
 # ---- the pagealloc command and the installed package ------------------------------
 if(EXISTS ${PROJECT_SOURCE_DIR}/tools/pagealloc.in) # configured at the end of CMakeLists.txt
