@@ -881,12 +881,13 @@ size_t central_stash_drain(int all, struct pa_span_spares *sp)
 		    __atomic_load_n(&stash_seen_n[cls], __ATOMIC_RELAXED) == 0 &&
 		    __atomic_load_n(&c->frag_since, __ATOMIC_RELAXED) == FRAG_NO)
 			continue;
-		unsigned batch = central_batch(cls), cap = stash_cap(cls);
+		unsigned batch = central_batch(cls);
 		uint32_t seen_n = 0, top = 0;
 		lock_acquire(&c->lock);
 		frag_decay(c);
-		/* A stash never given to: nothing to read (central.h). */
-		for (unsigned k = 0; __atomic_load_n(&st->used, __ATOMIC_RELAXED) && k < cap; k++) {
+		/* A stash never given to: no slot to read (central.h). */
+		unsigned cap = __atomic_load_n(&st->used, __ATOMIC_RELAXED) ? stash_cap(cls) : 0;
+		for (unsigned k = 0; k < cap; k++) {
 			void *b = __atomic_load_n(&slot[k], __ATOMIC_RELAXED);
 			if (b != NULL && (all || b == seen[k]) &&
 			    __atomic_compare_exchange_n(&slot[k], &b, NULL, 0, __ATOMIC_ACQUIRE,

@@ -18,6 +18,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "testutil.h"
 
@@ -337,35 +338,45 @@ static struct marks marks_of(unsigned cls)
 	                      __atomic_load_n(&st->used, __ATOMIC_RELAXED)};
 }
 
-/* A thread's first 32 mallocs: its first refill takes the newest stashed
- * batch whole (no slow start from the spans), and the 32 objects serve the
- * rest; then it frees them. */
-static void *refill_one_batch(void *arg)
+/* A thread's n mallocs of size bytes, the stash's marks right after them,
+ * then its frees of them all (its overflows give batches back). */
+struct refill_run {
+	size_t size;
+	unsigned n;
+	struct marks after;
+};
+
+static void *malloc_then_marks(void *arg)
 {
-	struct marks *after = arg;
-	static void *p[32];
-	for (unsigned k = 0; k < 32u; k++)
-		p[k] = pa_malloc(OBJ);
-	*after = marks_of(pa_size_to_class(OBJ));
-	for (unsigned k = 0; k < 32u; k++)
+	struct refill_run *r = arg;
+	static void *p[640];
+	if (r->n > sizeof p / sizeof p[0])
+		abort(); /* no cmocka assertion outside the test's own thread */
+	for (unsigned k = 0; k < r->n; k++)
+		p[k] = pa_malloc(r->size);
+	r->after = marks_of(pa_size_to_class(r->size));
+	for (unsigned k = 0; k < r->n; k++)
 		pa_free(p[k]);
 	return NULL;
 }
 
-/* 528 mallocs of a thread: with the stash empty, slow refills from the
- * spans (1 .. 31 objects) and one of a batch; the marks right after them,
- * before the thread frees them all (its overflows give batches back). */
-static void *refill_from_spans(void *arg)
+/* A thread's first 32 mallocs: its first refill takes the newest stashed
+ * batch whole (no slow start from the spans), and the 32 objects serve the
+ * rest. */
+static struct marks refill_one_batch(void)
 {
-	struct marks *after = arg;
-	enum { N = 31u * 32u / 2u + 32u };
-	static void *p[N];
-	for (unsigned k = 0; k < N; k++)
-		p[k] = pa_malloc(OBJ);
-	*after = marks_of(pa_size_to_class(OBJ));
-	for (unsigned k = 0; k < N; k++)
-		pa_free(p[k]);
-	return NULL;
+	struct refill_run r = {OBJ, 32u, {0, 0, 0, 0}};
+	run_in_thread(malloc_then_marks, &r);
+	return r.after;
+}
+
+/* 528 mallocs of a thread: with the stash empty, slow refills from the
+ * spans (1 .. 31 objects) and one of a batch. */
+static struct marks refill_from_spans(void)
+{
+	struct refill_run r = {OBJ, 31u * 32u / 2u + 32u, {0, 0, 0, 0}};
+	run_in_thread(malloc_then_marks, &r);
+	return r.after;
 }
 
 /* 258 batches: a freeing thread's 257 overflows fill the 256 slots and
@@ -436,7 +447,7 @@ static void a_full_or_empty_stash_is_marked_until_the_other_side_comes(void **st
 	TU_EQ(m.full, 1);
 	TU_EQ(m.given, 1);
 	/* One whole-batch refill: the newest batch, and the full mark goes. */
-	run_in_thread(refill_one_batch, &m);
+	m = refill_one_batch();
 	TU_EQ(m.top, 255);
 	TU_EQ(m.full, 0);
 	/* The decay (here the flush's) empties the stash; a refill then finds
@@ -445,7 +456,7 @@ static void a_full_or_empty_stash_is_marked_until_the_other_side_comes(void **st
 	TU_EQ(central_stashed(cls), 0);
 	TU_EQ(marks_of(cls).full, 0);
 	__atomic_store_n(&central_stash[cls].top, 256, __ATOMIC_RELAXED);
-	run_in_thread(refill_from_spans, &m);
+	m = refill_from_spans();
 	TU_EQ(m.top, 0);
 	TU_EQ(m.given, 0);
 	/* Its own overflows at exit were gives: the given mark is back. */
@@ -459,18 +470,6 @@ static void a_full_or_empty_stash_is_marked_until_the_other_side_comes(void **st
  * and the empty mark, a dirty page for every class a program allocated
  * from (80 KiB of `sleep`'s RSS on the AMD EPYC VM). */
 #define UNSTASHED 1500u
-static void *refill_unstashed(void *arg)
-{
-	struct marks *after = arg;
-	enum { N = 40u * 16u };
-	static void *p[N];
-	for (unsigned k = 0; k < N; k++)
-		p[k] = pa_malloc(UNSTASHED);
-	*after = marks_of(pa_size_to_class(UNSTASHED));
-	for (unsigned k = 0; k < N; k++)
-		pa_free(p[k]);
-	return NULL;
-}
 
 static void an_empty_stash_s_refills_write_nothing_to_it(void **state)
 {
@@ -479,7 +478,10 @@ static void an_empty_stash_s_refills_write_nothing_to_it(void **state)
 	TU_EQ(central_batch(cls), 16384u / pa_sizeclasses[cls].size);
 	struct marks m = marks_of(cls);
 	TU_EQ(m.top + m.full + m.given + m.used, 0);
-	run_in_thread(refill_unstashed, &m);
+	/* 640 mallocs: slow start, then whole-batch refills (batches of 16). */
+	struct refill_run r = {UNSTASHED, 40u * 16u, {0, 0, 0, 0}};
+	run_in_thread(malloc_then_marks, &r);
+	m = r.after;
 	TU_EQ(m.top, 0);
 	TU_EQ(m.full, 0);
 	TU_EQ(m.given, 0);
