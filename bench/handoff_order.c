@@ -15,16 +15,31 @@
  * for its line (docs/benchmarks.md §22: mimalloc, whose blocks come out of a
  * 64 KiB page in address order, gains most from the order).
  *
+ * --place pins each thread to a CPU (with W producers and W consumers on
+ * the CPUs from 0 up): "pairs" puts
+ * consumer i and producer i on CPU i % ncpu, so a consumer shares its CPU
+ * with a producer; "split" puts every consumer on CPU 0 and every producer
+ * on CPU 1, so every hand-off crosses between two CPUs. Left to the
+ * scheduler the threads settle in either placement, and an allocator that
+ * hands a producer the lines another CPU just wrote pays for it only in the
+ * first (docs/benchmarks.md §22).
+ *
  *   LD_PRELOAD=<lib> handoff-order [--threads W] [--seconds S] [--shuffle]
+ *                                  [--place pairs|split]
  *
  * Prints the frees per second (millions) over the run.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define BLOCKS 4096
 #define QUEUE_MAX 100
@@ -38,12 +53,41 @@ struct batch {
 
 static struct batch *queue;
 static int queued, done, shuffle;
+/* --place: none, pairs, split */
+enum { PLACE_NONE, PLACE_PAIRS, PLACE_SPLIT };
+static int place;
+
+/* Thread i's CPU (consumer or producer), or -1 to leave it to the
+ * scheduler. */
+static int place_cpu(int i, int is_producer)
+{
+	int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (place == PLACE_PAIRS)
+		return i % ncpu;
+	if (place == PLACE_SPLIT)
+		return is_producer;
+	return -1;
+}
+
+static void pin(int cpu)
+{
+	if (cpu < 0)
+		return;
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0) {
+		fprintf(stderr, "handoff-order: cannot run on CPU %d\n", cpu);
+		exit(1);
+	}
+}
 static long total;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t not_empty = PTHREAD_COND_INITIALIZER, not_full = PTHREAD_COND_INITIALIZER;
 
 static void *producer(void *arg)
 {
+	pin(place_cpu((int)(uintptr_t)arg - 1, 1));
 	uint32_t r = (uint32_t)(uintptr_t)arg * 2654435761u + 1u;
 	for (;;) {
 		struct batch *b = malloc(sizeof(*b));
@@ -78,7 +122,7 @@ static void *producer(void *arg)
 static void *consumer(void *arg)
 {
 	long n = 0;
-	(void)arg;
+	pin(place_cpu((int)(uintptr_t)arg, 0));
 	for (;;) {
 		pthread_mutex_lock(&lock);
 		while (queue == NULL && !done)
@@ -103,7 +147,8 @@ static void *consumer(void *arg)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: handoff-order [--threads W] [--seconds S] [--shuffle]\n");
+	fprintf(stderr, "usage: handoff-order [--threads W] [--seconds S] [--shuffle] "
+	                "[--place pairs|split]\n");
 	return 2;
 }
 
@@ -118,14 +163,21 @@ int main(int argc, char **argv)
 			seconds = atof(argv[++i]);
 		else if (strcmp(argv[i], "--shuffle") == 0)
 			shuffle = 1;
+		else if (i + 1 < argc && strcmp(argv[i], "--place") == 0 &&
+		         (strcmp(argv[i + 1], "pairs") == 0 || strcmp(argv[i + 1], "split") == 0))
+			place = strcmp(argv[++i], "pairs") == 0 ? PLACE_PAIRS : PLACE_SPLIT;
 		else
 			return usage();
 	}
 	if (w < 1 || w > THREADS_MAX || seconds <= 0)
 		return usage();
+	if (place != PLACE_NONE && sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+		fprintf(stderr, "handoff-order: --place needs 2 CPUs\n");
+		return 2;
+	}
 	pthread_t t[2 * THREADS_MAX];
 	for (int i = 0; i < w; i++) {
-		pthread_create(&t[2 * i], NULL, consumer, NULL);
+		pthread_create(&t[2 * i], NULL, consumer, (void *)(uintptr_t)i);
 		pthread_create(&t[2 * i + 1], NULL, producer, (void *)(uintptr_t)(i + 1));
 	}
 	struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
@@ -144,7 +196,9 @@ int main(int argc, char **argv)
 			free(b->block[i]);
 		free(b);
 	}
-	printf("%s, %d producers and %d consumers: %.1f M frees a second\n",
-	       shuffle ? "shuffled" : "in order", w, w, (double)total / seconds / 1e6);
+	static const char *const places[] = {"", ", pinned in pairs", ", pinned apart"};
+	printf("%s, %d producers and %d consumers%s: %.1f M frees a second\n",
+	       shuffle ? "shuffled" : "in order", w, w, places[place],
+	       (double)total / seconds / 1e6);
 	return 0;
 }

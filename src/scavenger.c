@@ -19,16 +19,13 @@
  * shrinks, the background releases free runs in it even where that splits
  * a huge page (Go's scavenger calls a chunk dense at 31/32 occupancy). */
 #define SCAV_SPARSE_PAGES (PA_CHUNK_PAGES * 31u / 32u)
-/* The retained goal: free resident memory up to 1/SCAV_RETAIN_SHARE of the
- * pages in use, plus a chunk, is what a steady heap keeps (scav_shrinking). */
-#define SCAV_RETAIN_SHARE 8u
-/* The hold (scav_hold_delay, scavenger.h): free resident memory up to
- * 1/SCAV_RETAIN_SHARE of the pages in use plus SCAV_HOLD_PAGES waits
- * SCAV_STEADY_HOLD delays, at most SCAV_HOLD_MAX_MS. rptest's threads idle
- * 1-3 s between phases and took back all the scavenger gave up at 1 s
- * (2,200 faults a run of 10 us each on the project's AMD VM); seed 003's
- * cycle frees 1 GiB to 64 MiB, shrinks, and keeps its 1 s. */
-#define SCAV_HOLD_PAGES ((32u << 20) / PA_PAGE_SIZE)
+/* The hold (scav_hold_delay, scavenger.h): free resident memory within
+ * scav_within_hold waits SCAV_STEADY_HOLD delays, at most SCAV_HOLD_MAX_MS.
+ * rptest's threads idle 1-3 s between phases and took back all the
+ * scavenger gave up at 1 s (2,200 faults a run of 10 us each on the
+ * project's AMD VM); seed 003's cycle frees 1 GiB to 64 MiB, shrinks, and
+ * keeps its 1 s. */
+#define SCAV_HOLD_PAGES (SCAV_HOLD_BYTES / PA_PAGE_SIZE)
 #define SCAV_STEADY_HOLD 4u
 #define SCAV_HOLD_MAX_MS 3600000u
 /* Collapsing: a huge page is dense when at most 1/SCAV_DENSE_SHARE of its
@@ -521,7 +518,7 @@ uint32_t scav_hold_delay(struct pa_scavenger *s, uint32_t delay_ms)
 	size_t inuse, resident;
 	heaps_pages(s, &inuse, &resident);
 	size_t free_res = resident > inuse ? resident - inuse : 0;
-	if (free_res > inuse / SCAV_RETAIN_SHARE + SCAV_HOLD_PAGES) {
+	if (!scav_within_hold(free_res * PA_PAGE_SIZE, inuse * PA_PAGE_SIZE)) {
 		if (!s->shrank || inuse < s->shrank_inuse)
 			s->shrank_inuse = inuse;
 		s->shrank = 1;

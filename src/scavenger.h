@@ -199,6 +199,21 @@ size_t scav_release(struct pa_scavenger *s, size_t bytes, int force);
  * them (what the thread does every second); nothing once auto is off. */
 void scav_follow_cgroup(struct pa_scavenger *s);
 
+/* The retained goal: free resident memory up to 1/SCAV_RETAIN_SHARE of the
+ * pages in use, plus a chunk, is what a steady heap keeps (scav_shrinking). */
+#define SCAV_RETAIN_SHARE 8u
+/* The hold's band past that goal (scav_hold_delay). */
+#define SCAV_HOLD_BYTES ((size_t)32 << 20)
+
+/* Is free_bytes of free memory, against inuse_bytes in use, within what a
+ * steady heap frees and soon takes back (the hold: an eighth of what is in
+ * use plus 32 MiB)? The page heap's free resident pages (scav_hold_delay)
+ * and the free objects inside spans (sweep.h) are held to it alike. */
+static inline int scav_within_hold(size_t free_bytes, size_t inuse_bytes)
+{
+	return free_bytes <= inuse_bytes / SCAV_RETAIN_SHARE + SCAV_HOLD_BYTES;
+}
+
 /*
  * The age free memory must reach before the background's page heap step
  * releases it, for a configured delay of delay_ms: delay_ms, or four times

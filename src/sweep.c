@@ -10,6 +10,7 @@
 #include "lock.h"
 #include "os.h"
 #include "pages.h"
+#include "scavenger.h"
 #include "span.h"
 #include "vg.h"
 
@@ -141,6 +142,14 @@ uint32_t sweep_decay_period(uint32_t min_age, uint32_t hold_ms)
 	return hold_ms > min_age && hold_ms > SWEEP_STASH_DECAY_MS ? hold_ms : SWEEP_STASH_DECAY_MS;
 }
 
+/* The hold for the pages inside spans too (sweep.h). rptest's phases freed
+ * and took back 1-4 MiB inside spans every few seconds, each release a
+ * fault later and a huge page split (docs/benchmarks.md §22). */
+uint32_t sweep_span_age(uint32_t min_age, uint32_t hold_ms, size_t spare, size_t inuse)
+{
+	return hold_ms > min_age && scav_within_hold(spare, inuse) ? hold_ms : min_age;
+}
+
 size_t sweep_background(uint32_t now, uint32_t min_age, int heap_busy, uint32_t hold_ms,
                         struct pa_large_slots *ls, struct pa_span_spares *sp)
 {
@@ -157,12 +166,12 @@ size_t sweep_background(uint32_t now, uint32_t min_age, int heap_busy, uint32_t 
 	size_t meta = span_meta_trim(0);
 	size_t mapped, released, inuse;
 	pages_totals(&mapped, &released, &inuse);
-	size_t want = inuse / SWEEP_SHARE;
+	size_t want = inuse / SWEEP_SHARE, spare = free_in_spans();
 	if (want < SWEEP_MIN)
 		want = SWEEP_MIN;
-	if (free_in_spans() < want)
+	if (spare < want)
 		return meta;
-	return meta + sweep_spans(now, min_age, SWEEP_SPANS);
+	return meta + sweep_spans(now, sweep_span_age(min_age, hold_ms, spare, inuse), SWEEP_SPANS);
 }
 
 size_t sweep_released_bytes(void)

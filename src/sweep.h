@@ -19,7 +19,14 @@
  *   - unless the heap is busy (the scavenger says so): the span records'
  *     quiet blocks (span_meta_trim), then, while free objects in spans are
  *     a large enough share of the pages in use, a sweep step (sweep_spans)
- *     of a few spans.
+ *     of a few spans. Spans swept are those an object came back to
+ *     scavenge_delay_ms ago, or the hold's wait ago while the scavenger
+ *     holds the page heap's free pages and the free objects in spans are
+ *     within the same band (sweep_span_age): what a steady heap frees
+ *     inside its spans it takes back too, and each page released would be
+ *     a fault later and a huge page split. Survivors that pin spans after
+ *     a mass free leave far more free inside them, and that goes at
+ *     scavenge_delay_ms.
  *
  * A sweep releases the 4 KiB pages inside partly free spans that hold no
  * object out of the span (span.h: relmap), in spans that got an object back
@@ -69,6 +76,12 @@ size_t sweep_background(uint32_t now, uint32_t min_age, int heap_busy, uint32_t 
 /* The stashes' decay period for a scavenger step whose page-heap wait is
  * hold_ms after a scavenge_delay_ms of min_age (sweep_background). */
 uint32_t sweep_decay_period(uint32_t min_age, uint32_t hold_ms);
+
+/* The age a span must reach to be swept in such a step, with `spare` bytes
+ * of free objects in spans against `inuse` bytes of pages in use: hold_ms
+ * where it is past min_age and spare is within the hold's band
+ * (scav_within_hold), else min_age (sweep_background). */
+uint32_t sweep_span_age(uint32_t min_age, uint32_t hold_ms, size_t spare, size_t inuse);
 
 /* Bytes of span pages the sweep released and no object has touched since. */
 size_t sweep_released_bytes(void);

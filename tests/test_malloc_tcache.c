@@ -736,6 +736,26 @@ static void the_decay_waits_the_hold_while_the_scavenger_holds(void **state)
 	pa_thread_cache_flush();
 }
 
+/* The sweep's age (sweep_span_age): while the scavenger holds the page
+ * heap's pages (hold_ms past scavenge_delay_ms) and the free objects in
+ * spans are within the hold's band, an eighth of the bytes in use plus
+ * 32 MiB, a span waits the hold's 4 s (rptest's phases); past the band
+ * (survivors pinning spans after a mass free), or without the hold, it
+ * waits scavenge_delay_ms. */
+static void the_sweep_waits_the_hold_within_its_band(void **state)
+{
+	(void)state;
+	const size_t mib = (size_t)1 << 20, inuse = 16 * mib, band = inuse / 8 + 32 * mib;
+	TU_EQ(band, 34 * mib);
+	TU_EQ(sweep_span_age(1000, 4000, 2 * mib, inuse), 4000);
+	TU_EQ(sweep_span_age(1000, 4000, band, inuse), 4000);
+	TU_EQ(sweep_span_age(1000, 4000, band + 1, inuse), 1000);
+	TU_EQ(sweep_span_age(1000, 4000, 300 * mib, 330 * mib), 1000); /* wl-turnover's */
+	TU_EQ(sweep_span_age(1000, 1000, 2 * mib, inuse), 1000);       /* the heap shrank */
+	TU_EQ(sweep_span_age(0, 0, 2 * mib, inuse), 0);                /* scavenge_delay_ms=0 */
+	TU_EQ(sweep_span_age(3600000, 3600000, 2 * mib, inuse), 3600000);
+}
+
 /* ---- the large stash ------------------------------------------------------ */
 
 #define LS_SIZE (48u << 10) /* 6 pages */
@@ -1660,6 +1680,7 @@ int main(void)
 	    TU_TEST(a_stash_holds_at_most_one_mib_of_its_class),
 	    TU_TEST(the_decay_gives_back_what_the_stash_did_not_use),
 	    TU_TEST(the_decay_waits_the_hold_while_the_scavenger_holds),
+	    TU_TEST(the_sweep_waits_the_hold_within_its_band),
 	    TU_TEST(a_large_block_let_go_by_full_slots_serves_another_thread),
 	    TU_TEST(large_blocks_that_fit_no_large_malloc_go_back_when_the_heap_grows),
 	    TU_TEST(large_blocks_that_serve_the_large_mallocs_stay_when_the_heap_grows),
