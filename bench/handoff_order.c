@@ -15,11 +15,10 @@
  * for its line (docs/benchmarks.md §22: mimalloc, whose blocks come out of a
  * 64 KiB page in address order, gains most from the order).
  *
- * --place pins each thread to a CPU (with W producers and W consumers on
- * the CPUs from 0 up): "pairs" puts
- * consumer i and producer i on CPU i % ncpu, so a consumer shares its CPU
- * with a producer; "split" puts every consumer on CPU 0 and every producer
- * on CPU 1, so every hand-off crosses between two CPUs. Left to the
+ * --place pins each thread to a CPU: "pairs" puts consumer i and producer
+ * i on CPU i % ncpu, so a consumer shares its CPU with a producer; "split"
+ * puts every consumer on CPU 0 and every producer on CPU 1, so every
+ * hand-off crosses between two CPUs. Left to the
  * scheduler the threads settle in either placement, and an allocator that
  * hands a producer the lines another CPU just wrote pays for it only in the
  * first (docs/benchmarks.md §22).
@@ -29,17 +28,15 @@
  *
  * Prints the frees per second (millions) over the run.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
 #include <pthread.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "pin.h"
 
 #define BLOCKS 4096
 #define QUEUE_MAX 100
@@ -53,41 +50,26 @@ struct batch {
 
 static struct batch *queue;
 static int queued, done, shuffle;
-/* --place: none, pairs, split */
-enum { PLACE_NONE, PLACE_PAIRS, PLACE_SPLIT };
-static int place;
-
-/* Thread i's CPU (consumer or producer), or -1 to leave it to the
- * scheduler. */
-static int place_cpu(int i, int is_producer)
-{
-	int ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
-	if (place == PLACE_PAIRS)
-		return i % ncpu;
-	if (place == PLACE_SPLIT)
-		return is_producer;
-	return -1;
-}
-
-static void pin(int cpu)
-{
-	if (cpu < 0)
-		return;
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0) {
-		fprintf(stderr, "handoff-order: cannot run on CPU %d\n", cpu);
-		exit(1);
-	}
-}
 static long total;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t not_empty = PTHREAD_COND_INITIALIZER, not_full = PTHREAD_COND_INITIALIZER;
 
+/* --place: none, pairs, split */
+enum { PLACE_NONE, PLACE_PAIRS, PLACE_SPLIT };
+static int place;
+
+/* Pin producer or consumer i where --place says (nothing without it). */
+static void place_thread(int i, int is_producer)
+{
+	if (place == PLACE_PAIRS)
+		bench_pin("handoff-order", i % (int)sysconf(_SC_NPROCESSORS_ONLN));
+	else if (place == PLACE_SPLIT)
+		bench_pin("handoff-order", is_producer);
+}
+
 static void *producer(void *arg)
 {
-	pin(place_cpu((int)(uintptr_t)arg - 1, 1));
+	place_thread((int)(uintptr_t)arg - 1, 1);
 	uint32_t r = (uint32_t)(uintptr_t)arg * 2654435761u + 1u;
 	for (;;) {
 		struct batch *b = malloc(sizeof(*b));
@@ -122,7 +104,7 @@ static void *producer(void *arg)
 static void *consumer(void *arg)
 {
 	long n = 0;
-	pin(place_cpu((int)(uintptr_t)arg, 0));
+	place_thread((int)(uintptr_t)arg, 0);
 	for (;;) {
 		pthread_mutex_lock(&lock);
 		while (queue == NULL && !done)

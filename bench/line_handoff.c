@@ -14,29 +14,19 @@
  *
  * Prints the nanoseconds per one-way hand-off.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "pin.h"
 
 static struct {
 	long turn;
 } __attribute__((aligned(64))) line;
 static long steps = 2000000;
 static int cpu_a, cpu_b = 1;
-
-static int pin(int cpu)
-{
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
 
 /* Take every turn of this parity: wait for it, then hand the next over. */
 static void play(long first)
@@ -51,10 +41,7 @@ static void play(long first)
 static void *second(void *arg)
 {
 	(void)arg;
-	if (pin(cpu_b) != 0) {
-		fprintf(stderr, "line-handoff: cannot run on CPU %d\n", cpu_b);
-		exit(1);
-	}
+	bench_pin("line-handoff", cpu_b);
 	play(1);
 	return NULL;
 }
@@ -73,10 +60,7 @@ int main(int argc, char **argv)
 			goto usage;
 		}
 	}
-	if (pin(cpu_a) != 0) {
-		fprintf(stderr, "line-handoff: cannot run on CPU %d\n", cpu_a);
-		return 1;
-	}
+	bench_pin("line-handoff", cpu_a);
 	pthread_t t;
 	struct timespec a, b;
 	if (pthread_create(&t, NULL, second, NULL) != 0)

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "pagealloc.h"
+#include "pin.h"
 
 #define MAX_THREADS 1024
 #define SAMPLE 65536u /* bytes between two pages asked about */
@@ -65,17 +66,6 @@ static void free_block(void *p)
 		free(p);
 	else
 		pa_free(p);
-}
-
-static void pin(int cpu)
-{
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (sched_setaffinity(0, sizeof(set), &set) != 0) {
-		perror("numa-bw: sched_setaffinity");
-		exit(1);
-	}
 }
 
 static double now(void)
@@ -124,7 +114,7 @@ static void count_local(void **b, size_t n, int node, struct worker *w)
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
-	pin(cpus[w->index]);
+	bench_pin("numa-bw", cpus[w->index]);
 	size_t n;
 	void **b = alloc_all(&n);
 	for (size_t i = 0; i < n; i++)
@@ -132,7 +122,7 @@ static void *worker_main(void *arg)
 	free(b);
 	pthread_barrier_wait(&barrier);
 
-	pin(cpus[(w->index + (int)opt_shift) % ncpus]);
+	bench_pin("numa-bw", cpus[(w->index + (int)opt_shift) % ncpus]);
 	unsigned cpu = 0, node = 0;
 	syscall(SYS_getcpu, &cpu, &node, NULL);
 	w->node = (int)node;
