@@ -109,6 +109,10 @@ struct pa_stats {
 	size_t cgroup_limit;   /* its memory limit in force, 0: none */
 	size_t cgroup_other;   /* what it holds that is neither heap nor page cache */
 	int memory_pressure;   /* PSI "some avg10", hundredths of a percent; -1: not read */
+	/* Huge pages (above): collapse steps that waited for a busy program
+	 * (faulting pages, or keeping all its CPUs busy): a collapse holds the
+	 * address space for writing for milliseconds, so it waits, 4 s at most. */
+	uint64_t collapse_waits;
 };
 
 /* Fill *out with the default heap's counters. Returns 0, or -1 (EINVAL) for NULL. */

@@ -703,6 +703,24 @@ uint64_t os_thread_cpu_ns(void)
 	return clock_ns(CLOCK_THREAD_CPUTIME_ID);
 }
 
+int os_process_usage(uint64_t *cpu_ns, uint64_t *faults)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return -1;
+	*cpu_ns = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+	*faults = (uint64_t)ru.ru_minflt + (uint64_t)ru.ru_majflt;
+	return 0;
+}
+
+unsigned os_usable_cpus(void)
+{
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) != 0)
+		return 0;
+	return (unsigned)CPU_COUNT(&set);
+}
+
 void os_futex_wait_shared_ns(uint32_t *word, uint32_t val, uint64_t ns)
 {
 	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),

@@ -130,6 +130,12 @@ long os_resident_pages(void *addr, size_t size);
 uint64_t os_now_ns(void);        /* CLOCK_MONOTONIC */
 uint64_t os_realtime_ns(void);   /* CLOCK_REALTIME: ns since the Unix epoch */
 uint64_t os_thread_cpu_ns(void); /* CPU time of the calling thread */
+/* The process's CPU time (all its threads, ns) and page faults (minor and
+ * major, its trapped faults and the pages madvise populated) so far: 0, or
+ * -1. */
+int os_process_usage(uint64_t *cpu_ns, uint64_t *faults);
+/* CPUs the calling thread may run on (its affinity), or 0. */
+unsigned os_usable_cpus(void);
 
 /* Futex wait while *word == val, at most ns nanoseconds, and wake, both
  * process-shared: a word in a shared file mapping is woken by any process

@@ -505,6 +505,7 @@ int pa_stats(struct pa_stats *out)
 	         os_thp_disabled())
 		out->thp_state = PA_THP_STATE_PROCESS_OFF;
 	out->collapse_failures = __atomic_load_n(&default_scav.collapse_failures, __ATOMIC_RELAXED);
+	out->collapse_waits = __atomic_load_n(&default_scav.collapse_waits, __ATOMIC_RELAXED);
 	out->memory_limit_auto =
 	    __atomic_load_n(&default_scav.conf.memory_limit_auto, __ATOMIC_RELAXED);
 	if (out->memory_limit_auto &&

@@ -42,6 +42,9 @@
 /* A huge page split after its collapse waits for this before it may be
  * collapsed again while dense (the heaps' split_epoch, chunk.h). */
 #define SCAV_SPLIT_FORGET_NS 30000000000u
+/* The longest collapses wait for a busy program (scav_program_busy): then
+ * one step goes ahead, and they wait again. */
+#define SCAV_COLLAPSE_WAIT_NS 4000000000u
 /* memory_limit=auto (scavenger.h): the cgroup's files are read again every
  * second; the headroom is 1/SCAV_CGROUP_HEADROOM of its limit; pressure is
  * PSI's "some avg10" from SCAV_PSI_PRESSED hundredths of a percent up (5%:
@@ -435,15 +438,28 @@ size_t scav_collapse_step(struct pa_scavenger *s)
 	return done;
 }
 
-/* Whether the thread may look for huge pages to collapse now: a pass that
- * reached the bottom of every heap waits SCAV_COLLAPSE_PASS_NS. */
-static int collapse_due(struct pa_scavenger *s, uint64_t now)
+/* Whether a pass over the heaps for huge pages to collapse is under way. */
+static int collapse_passing(const struct pa_scavenger *s)
 {
 	for (unsigned i = 0; i < s->nheaps; i++)
 		if (s->collapse_cursor[i] != SIZE_MAX)
 			return 1;
-	if (now < s->collapse_pass_ns)
-		return 0;
+	return 0;
+}
+
+/* Whether the thread may look for huge pages to collapse now: a pass that
+ * reached the bottom of every heap waits SCAV_COLLAPSE_PASS_NS. */
+static int collapse_due(const struct pa_scavenger *s, uint64_t now)
+{
+	return collapse_passing(s) || now >= s->collapse_pass_ns;
+}
+
+/* A collapse step runs now: the start of a pass sets when the next may
+ * start, and every SCAV_SPLIT_FORGET_NS the heaps forget their splits. */
+static void collapse_begin(struct pa_scavenger *s, uint64_t now)
+{
+	if (collapse_passing(s))
+		return;
 	s->collapse_pass_ns = now + SCAV_COLLAPSE_PASS_NS;
 	if (now >= s->split_forget_ns) {
 		s->split_forget_ns = now + SCAV_SPLIT_FORGET_NS;
@@ -453,6 +469,41 @@ static int collapse_due(struct pa_scavenger *s, uint64_t now)
 			lock_release(&s->heaps[i]->lock);
 		}
 	}
+}
+
+/* The program over the window since the thread's last wake: whether it was
+ * busy (scav_program_busy), the thread's own CPU time (own_ns, now) left
+ * out. */
+static int program_busy(struct pa_scavenger *s, uint64_t now, uint64_t own_ns)
+{
+	uint64_t cpu, faults;
+	if (os_process_usage(&cpu, &faults) != 0)
+		return 0;
+	cpu -= own_ns < cpu ? own_ns : cpu;
+	int busy = s->busy_at_ns != 0 && now > s->busy_at_ns &&
+	           scav_program_busy(
+	               now - s->busy_at_ns, cpu > s->busy_cpu_ns ? cpu - s->busy_cpu_ns : 0,
+	               faults > s->busy_faults ? faults - s->busy_faults : 0, os_usable_cpus());
+	s->busy_at_ns = now;
+	s->busy_cpu_ns = cpu;
+	s->busy_faults = faults;
+	return busy;
+}
+
+int scav_collapse_may_run(struct pa_scavenger *s, int busy, uint64_t now)
+{
+	if (!busy) {
+		s->collapse_wait_ns = 0;
+		return 1;
+	}
+	__atomic_fetch_add(&s->collapse_waits, 1, __ATOMIC_RELAXED);
+	if (s->collapse_wait_ns == 0) {
+		s->collapse_wait_ns = now;
+		return 0;
+	}
+	if (now - s->collapse_wait_ns < SCAV_COLLAPSE_WAIT_NS)
+		return 0;
+	s->collapse_wait_ns = now;
 	return 1;
 }
 
@@ -555,6 +606,8 @@ static void *scav_main(void *arg)
 		uint32_t now = (uint32_t)((os_now_ns() - s->epoch0_ns) / 1000000u);
 		for (unsigned i = 0; i < s->nheaps; i++)
 			__atomic_store_n(&s->heaps[i]->epoch, now, __ATOMIC_RELAXED);
+		uint64_t now_ns = os_now_ns();
+		int busy = program_busy(s, now_ns, os_thread_cpu_ns());
 		size_t released = 0, collapsed = 0;
 		if (excess_bytes(s) != 0)
 			on_pressure(s); /* over the limit: no delay, no pacing */
@@ -572,8 +625,11 @@ static void *scav_main(void *arg)
 			                           delay, released != 0, hold) != 0)
 				released = 1;
 			/* Backing comes after giving back: a step does one. */
-			if (released == 0 && collapse_due(s, os_now_ns()))
+			if (released == 0 && collapse_due(s, now_ns) &&
+			    scav_collapse_may_run(s, busy, now_ns)) {
+				collapse_begin(s, now_ns);
 				collapsed = scav_collapse_step(s);
+			}
 		}
 		uint64_t cpu = os_thread_cpu_ns(), cost = cpu - cpu_prev;
 		cpu_prev = cpu;

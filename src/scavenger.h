@@ -105,6 +105,13 @@ struct pa_scavenger {
 	int thp_state;
 	size_t collapse_cursor[PA_SCAV_MAX_HEAPS];
 	uint64_t collapse_pass_ns, split_forget_ns;
+	/* Whether the program is busy (scav_program_busy), the thread's own:
+	 * the process's figures at its last wake (time, CPU time of the
+	 * other threads, page faults), the last window's verdict, and since
+	 * when collapses wait for it (0: they do not). */
+	uint64_t busy_at_ns, busy_cpu_ns, busy_faults;
+	int busy;
+	uint64_t collapse_wait_ns;
 	/* The heaps' epoch counts milliseconds from here: set by the thread
 	 * when it first starts, and kept by a restart and by a forked child
 	 * (CLOCK_MONOTONIC is the machine's), so that the ages of free pages
@@ -171,6 +178,7 @@ struct pa_scavenger {
 	uint64_t failed_releases;   /* madvise refused */
 	uint64_t collapse_failures; /* MADV_COLLAPSE refused (the heap counts successes) */
 	uint64_t collapse_sparse;   /* dense huge pages left alone: too few pages resident */
+	uint64_t collapse_waits;    /* collapse steps that waited for a busy program */
 };
 
 void scav_init(struct pa_scavenger *s, struct pa_pageheap *heap, struct pa_pagecache_set *caches,
@@ -198,6 +206,32 @@ size_t scav_release(struct pa_scavenger *s, size_t bytes, int force);
 /* memory_limit=auto: read the cgroup's files now and set the limit from
  * them (what the thread does every second); nothing once auto is off. */
 void scav_follow_cgroup(struct pa_scavenger *s);
+
+/*
+ * Whether the program was busy over a window of wall_ns: its threads other
+ * than the scavenger's took more than SCAV_BUSY_FAULTS_PER_S page faults a
+ * second (faults of them), or ran on all the ncpus CPUs it may use but
+ * half of one (cpu_ns of CPU time). A collapse then waits: MADV_COLLAPSE
+ * holds the address space for writing while it copies a huge page (1-5
+ * ms), so every fault of every thread waits for it, and its copy takes a
+ * CPU the program was using.
+ */
+#define SCAV_BUSY_FAULTS_PER_S 1000u
+static inline int scav_program_busy(uint64_t wall_ns, uint64_t cpu_ns, uint64_t faults,
+                                    unsigned ncpus)
+{
+	if (wall_ns == 0)
+		return 0;
+	if (faults * 1000000000u > (uint64_t)SCAV_BUSY_FAULTS_PER_S * wall_ns)
+		return 1;
+	return ncpus != 0 && cpu_ns * 2 >= (2 * (uint64_t)ncpus - 1) * wall_ns;
+}
+
+/* Whether the thread's collapse step, due, may run at now (ns): the
+ * program was not busy over the last window, or collapses have waited
+ * SCAV_COLLAPSE_WAIT_NS (4 s) for it; then one step runs and they wait
+ * again. A step that waits counts in collapse_waits. */
+int scav_collapse_may_run(struct pa_scavenger *s, int busy, uint64_t now);
 
 /* The retained goal: free resident memory up to 1/SCAV_RETAIN_SHARE of the
  * pages in use, plus a chunk, is what a steady heap keeps (scav_shrinking). */

@@ -469,7 +469,9 @@ static void print_huge(struct out *o, const struct pa_stats *s, uint64_t kernel_
 	out_uint(o, s->huge_freed);
 	out_str(o, " released whole, ");
 	out_uint(o, s->collapse_failures);
-	out_str(o, " collapses refused\n");
+	out_str(o, " collapses refused, ");
+	out_uint(o, s->collapse_waits);
+	out_str(o, " waits for a busy program\n");
 }
 
 /* Where memory_limit comes from: memory_limit=SIZE, or auto's cgroup, its

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1106,6 +1107,70 @@ static void thp_never_machine_collapses_nothing(void **state)
 	assert_int_equal(f->h.huge_collapses, 0);
 }
 
+/* A busy program (scav_program_busy): more than 1,000 faults a second, or
+ * all its CPUs but half of one, over the window. */
+static void busy_program_faults_past_a_thousand_a_second_or_fills_its_cpus(void **state)
+{
+	(void)state;
+	const uint64_t s = 1000000000u;
+	assert_int_equal(scav_program_busy(s, 0, 1000, 2), 0);
+	assert_int_equal(scav_program_busy(s, 0, 1001, 2), 1);
+	assert_int_equal(scav_program_busy(s / 10, 0, 100, 2), 0);
+	assert_int_equal(scav_program_busy(s / 10, 0, 101, 2), 1);
+	/* Two CPUs: 1.5 of them. */
+	assert_int_equal(scav_program_busy(s, s * 3 / 2 - 1, 0, 2), 0);
+	assert_int_equal(scav_program_busy(s, s * 3 / 2, 0, 2), 1);
+	/* One CPU: half of it. */
+	assert_int_equal(scav_program_busy(s, s / 2 - 1, 0, 1), 0);
+	assert_int_equal(scav_program_busy(s, s / 2, 0, 1), 1);
+	/* CPUs unknown: the faults only. */
+	assert_int_equal(scav_program_busy(s, 9 * s, 0, 0), 0);
+	assert_int_equal(scav_program_busy(0, s, 5000, 2), 0);
+}
+
+/* Collapses wait for a busy program 4 s at most, then one step runs and
+ * they wait again; a quiet window ends the wait. */
+static void collapses_wait_for_a_busy_program_four_seconds_at_most(void **state)
+{
+	struct fixture *f = *state;
+	const uint64_t ms = 1000000u;
+	assert_int_equal(scav_collapse_may_run(&f->s, 0, 1000 * ms), 1);
+	assert_int_equal(scav_collapse_may_run(&f->s, 1, 10000 * ms), 0);
+	assert_int_equal(scav_collapse_may_run(&f->s, 1, 13999 * ms), 0);
+	assert_int_equal(scav_collapse_may_run(&f->s, 1, 14000 * ms), 1);
+	assert_int_equal(scav_collapse_may_run(&f->s, 1, 14100 * ms), 0);
+	assert_int_equal(scav_collapse_may_run(&f->s, 1, 17999 * ms), 0);
+	assert_int_equal(scav_collapse_may_run(&f->s, 1, 18000 * ms), 1);
+	assert_int_equal(scav_collapse_may_run(&f->s, 0, 18200 * ms), 1);
+	/* The wait starts over. */
+	assert_int_equal(scav_collapse_may_run(&f->s, 1, 18300 * ms), 0);
+	assert_int_equal(scav_collapse_may_run(&f->s, 1, 22299 * ms), 0);
+	assert_int_equal(f->s.collapse_waits, 8);
+}
+
+/* The process's faults count each first touch of a page (a region the
+ * kernel backs with 4 KiB pages), and its CPU time moves forward. */
+static void process_usage_counts_each_page_first_touched(void **state)
+{
+	(void)state;
+	const size_t pages = 64, os_page = os_page_size();
+	char *m =
+	    mmap(NULL, pages * os_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	assert_true(m != MAP_FAILED);
+	madvise(m, pages * os_page, MADV_NOHUGEPAGE);
+	uint64_t cpu0, faults0, cpu1, faults1;
+	assert_int_equal(os_process_usage(&cpu0, &faults0), 0);
+	for (size_t i = 0; i < pages; i++)
+		m[i * os_page] = 1;
+	assert_int_equal(os_process_usage(&cpu1, &faults1), 0);
+	assert_true(faults1 - faults0 >= pages);
+	assert_true(faults1 - faults0 < pages + 16);
+	assert_true(cpu1 >= cpu0 && cpu0 > 0);
+	unsigned n = os_usable_cpus();
+	assert_true(n >= 1 && n <= (unsigned)sysconf(_SC_NPROCESSORS_CONF));
+	munmap(m, pages * os_page);
+}
+
 /* The thp= key: its three words, and nothing else. */
 static void thp_key_parses_off_auto_always(void **state)
 {
@@ -1172,6 +1237,10 @@ int main(void)
 	    cmocka_unit_test(collapse_takes_a_resident_huge_page_and_leaves_a_half_touched_one),
 	    cmocka_unit_test_setup_teardown(thp_never_machine_collapses_nothing, setup, teardown),
 	    cmocka_unit_test(thp_key_parses_off_auto_always),
+	    cmocka_unit_test(busy_program_faults_past_a_thousand_a_second_or_fills_its_cpus),
+	    cmocka_unit_test_setup_teardown(collapses_wait_for_a_busy_program_four_seconds_at_most,
+	                                    setup, teardown),
+	    cmocka_unit_test(process_usage_counts_each_page_first_touched),
 	};
 	int failed = cmocka_run_group_tests_name("chunk_scav_candidate", cand_tests, NULL, NULL);
 	failed += cmocka_run_group_tests_name("scavenger", tests, NULL, NULL);
