@@ -45,6 +45,9 @@
 /* The longest collapses wait for a busy program (scav_program_busy): then
  * one step goes ahead, and they wait again. */
 #define SCAV_COLLAPSE_WAIT_NS 4000000000u
+/* The shortest window whose page faults and CPU time say the program is
+ * busy (program_busy). */
+#define SCAV_BUSY_WINDOW_NS 10000000u
 /* memory_limit=auto (scavenger.h): the cgroup's files are read again every
  * second; the headroom is 1/SCAV_CGROUP_HEADROOM of its limit; pressure is
  * PSI's "some avg10" from SCAV_PSI_PRESSED hundredths of a percent up (5%:
@@ -471,11 +474,15 @@ static void collapse_begin(struct pa_scavenger *s, uint64_t now)
 	}
 }
 
-/* The program over the window since the thread's last wake: whether it was
- * busy (scav_program_busy), the thread's own CPU time (own_ns, now) left
- * out. */
+/* The program over the window since the thread's last look: whether it
+ * was busy (scav_program_busy), the thread's own CPU time (own_ns, now)
+ * left out. A wake less than SCAV_BUSY_WINDOW_NS after the last look keeps
+ * its verdict: the thread wakes every millisecond while it releases at its
+ * pace, and getrusage walks every thread of the process. */
 static int program_busy(struct pa_scavenger *s, uint64_t now, uint64_t own_ns)
 {
+	if (s->busy_at_ns != 0 && now - s->busy_at_ns < SCAV_BUSY_WINDOW_NS)
+		return s->busy;
 	uint64_t cpu, faults;
 	if (os_process_usage(&cpu, &faults) != 0)
 		return 0;
@@ -487,6 +494,7 @@ static int program_busy(struct pa_scavenger *s, uint64_t now, uint64_t own_ns)
 	s->busy_at_ns = now;
 	s->busy_cpu_ns = cpu;
 	s->busy_faults = faults;
+	s->busy = busy;
 	return busy;
 }
 
