@@ -611,10 +611,10 @@ static void *scav_main(void *arg)
 	while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
 		uint32_t *word = __atomic_load_n(&s->wake_word, __ATOMIC_RELAXED);
 		uint32_t wake = __atomic_load_n(word, __ATOMIC_RELAXED);
-		uint32_t now = (uint32_t)((os_now_ns() - s->epoch0_ns) / 1000000u);
+		uint64_t now_ns = os_now_ns();
+		uint32_t now = (uint32_t)((now_ns - s->epoch0_ns) / 1000000u);
 		for (unsigned i = 0; i < s->nheaps; i++)
 			__atomic_store_n(&s->heaps[i]->epoch, now, __ATOMIC_RELAXED);
-		uint64_t now_ns = os_now_ns();
 		int busy = program_busy(s, now_ns, os_thread_cpu_ns());
 		size_t released = 0, collapsed = 0;
 		if (excess_bytes(s) != 0)
