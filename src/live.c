@@ -61,6 +61,9 @@ static const char *const figure_names[] = {
     "cgroup_limit",
     "cgroup_other",
     "memory_pressure",
+    "huge_freed",
+    "collapse_failures",
+    "collapse_waits",
 };
 #define NFIGURES (sizeof(figure_names) / sizeof(figure_names[0]))
 _Static_assert(NFIGURES <= LIVE_MAX_FIGURES, "the figures fit their slots");
@@ -282,6 +285,9 @@ static void live_figures(uint64_t *v)
 	    s.cgroup_limit,
 	    s.cgroup_other,
 	    s.memory_pressure < 0 ? UINT64_MAX : (uint64_t)s.memory_pressure,
+	    s.huge_freed,
+	    s.collapse_failures,
+	    s.collapse_waits,
 	};
 	_Static_assert(sizeof(all) / sizeof(all[0]) == NFIGURES, "a value per figure");
 	memcpy(v, all, sizeof(all));

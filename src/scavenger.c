@@ -413,12 +413,18 @@ static int collapse_one(struct pa_scavenger *s, struct pa_pageheap *h, uintptr_t
 	return done;
 }
 
-size_t scav_collapse_step(struct pa_scavenger *s)
+int scav_collapse_possible(const struct pa_scavenger *s)
 {
 	int state = __atomic_load_n(&s->thp_state, __ATOMIC_RELAXED);
 	unsigned thp = __atomic_load_n(&s->conf.thp, __ATOMIC_RELAXED);
-	if (thp == PA_THP_OFF || (state != PA_THP_STATE_COLLAPSE && state != PA_THP_STATE_HINT))
+	return thp != PA_THP_OFF && (state == PA_THP_STATE_COLLAPSE || state == PA_THP_STATE_HINT);
+}
+
+size_t scav_collapse_step(struct pa_scavenger *s)
+{
+	if (!scav_collapse_possible(s))
 		return 0;
+	int state = __atomic_load_n(&s->thp_state, __ATOMIC_RELAXED);
 	/* A process that asked the kernel for no huge pages (redis-server does
 	 * where THP is "always", for its forks' copy-on-write) gets none from
 	 * us either. */
@@ -491,7 +497,7 @@ static int program_busy(struct pa_scavenger *s, uint64_t now, uint64_t own_ns)
 	           scav_program_busy(
 	               now - s->busy_at_ns, cpu > s->busy_cpu_ns ? cpu - s->busy_cpu_ns : 0,
 	               faults > s->busy_faults ? faults - s->busy_faults : 0, os_usable_cpus());
-	s->busy_at_ns = now;
+	__atomic_store_n(&s->busy_at_ns, now, __ATOMIC_RELAXED);
 	s->busy_cpu_ns = cpu;
 	s->busy_faults = faults;
 	s->busy = busy;
@@ -615,7 +621,14 @@ static void *scav_main(void *arg)
 		uint32_t now = (uint32_t)((now_ns - s->epoch0_ns) / 1000000u);
 		for (unsigned i = 0; i < s->nheaps; i++)
 			__atomic_store_n(&s->heaps[i]->epoch, now, __ATOMIC_RELAXED);
-		int busy = program_busy(s, now_ns, os_thread_cpu_ns());
+		/* Where no collapse can run (thp=off, THP "never"), no look:
+		 * getrusage walks every thread. The next look starts a new
+		 * window. */
+		int busy = 0;
+		if (scav_collapse_possible(s))
+			busy = program_busy(s, now_ns, os_thread_cpu_ns());
+		else
+			__atomic_store_n(&s->busy_at_ns, 0, __ATOMIC_RELAXED);
 		size_t released = 0, collapsed = 0;
 		if (excess_bytes(s) != 0)
 			on_pressure(s); /* over the limit: no delay, no pacing */

@@ -227,6 +227,11 @@ static inline int scav_program_busy(uint64_t wall_ns, uint64_t cpu_ns, uint64_t 
 	return ncpus != 0 && cpu_ns * 2 >= (2 * (uint64_t)ncpus - 1) * wall_ns;
 }
 
+/* Whether a collapse can run at all: thp= is not off and the machine has
+ * huge pages the kernel backs on request (MADV_COLLAPSE or a hint). Where
+ * not, the thread takes no look at whether the program is busy. */
+int scav_collapse_possible(const struct pa_scavenger *s);
+
 /* Whether the thread's collapse step, due, may run at now (ns): the
  * program was not busy over the last window, or collapses have waited
  * SCAV_COLLAPSE_WAIT_NS (4 s) for it; then one step runs and they wait

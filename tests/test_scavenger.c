@@ -1148,6 +1148,59 @@ static void collapses_wait_for_a_busy_program_four_seconds_at_most(void **state)
 	assert_int_equal(f->s.collapse_waits, 8);
 }
 
+/* Whether a collapse can run at all: not with thp=off, nor on a machine
+ * whose THP is "never" or whose kernel neither collapses nor takes a hint
+ * without stalling. */
+static void collapse_possible_needs_thp_on_and_a_machine_that_backs(void **state)
+{
+	struct fixture *f = *state;
+	thp_by_hand(f, PA_THP_AUTO);
+	assert_int_equal(scav_collapse_possible(&f->s), 1);
+	f->s.conf.thp = PA_THP_ALWAYS;
+	assert_int_equal(scav_collapse_possible(&f->s), 1);
+	f->s.thp_state = PA_THP_STATE_HINT;
+	assert_int_equal(scav_collapse_possible(&f->s), 1);
+	f->s.conf.thp = PA_THP_OFF;
+	assert_int_equal(scav_collapse_possible(&f->s), 0);
+	f->s.conf.thp = PA_THP_AUTO;
+	f->s.thp_state = PA_THP_STATE_UNUSABLE;
+	assert_int_equal(scav_collapse_possible(&f->s), 0);
+	f->s.thp_state = PA_THP_STATE_NEVER;
+	assert_int_equal(scav_collapse_possible(&f->s), 0);
+}
+
+/* The thread looks at whether the program is busy (getrusage, which walks
+ * every thread) only where a collapse can run: with thp=off a whole wake
+ * passes without a look; thp=auto, set live, brings one. A wait for the
+ * outcome, not a timing: 20 s is the test's patience. */
+static void thread_looks_at_the_program_only_where_a_collapse_can_run(void **state)
+{
+	(void)state;
+	struct pa_pageheap h;
+	struct pa_pageheap_opts opts = {.metadata_only = 1};
+	assert_int_equal(pageheap_init(&h, &opts), 0);
+	struct pa_scavenger s;
+	struct pa_scav_config conf = {
+	    .enabled = 1, .percent = 1, .delay_ms = 3600000, .thp = PA_THP_OFF};
+	scav_init(&s, &h, NULL, &conf);
+	assert_int_equal(scav_start(&s), 0);
+	for (int i = 0; i < 2000 && __atomic_load_n(&s.cpu_ns, __ATOMIC_RELAXED) == 0; i++)
+		usleep(10000);
+	assert_true(__atomic_load_n(&s.cpu_ns, __ATOMIC_RELAXED) != 0); /* a wake ended */
+	assert_int_equal(__atomic_load_n(&s.busy_at_ns, __ATOMIC_RELAXED), 0);
+	int machine = __atomic_load_n(&s.thp_state, __ATOMIC_RELAXED);
+	if (machine == PA_THP_STATE_COLLAPSE || machine == PA_THP_STATE_HINT) {
+		conf.thp = PA_THP_AUTO;
+		scav_configure(&s, &conf);
+		for (int i = 0; i < 2000 && __atomic_load_n(&s.busy_at_ns, __ATOMIC_RELAXED) == 0;
+		     i++)
+			usleep(10000);
+		assert_true(__atomic_load_n(&s.busy_at_ns, __ATOMIC_RELAXED) != 0);
+	}
+	scav_stop(&s);
+	pageheap_destroy(&h);
+}
+
 /* The process's faults count each first touch of a page (a region the
  * kernel backs with 4 KiB pages), and its CPU time moves forward. */
 static void process_usage_counts_each_page_first_touched(void **state)
@@ -1240,6 +1293,9 @@ int main(void)
 	    cmocka_unit_test(busy_program_faults_past_a_thousand_a_second_or_fills_its_cpus),
 	    cmocka_unit_test_setup_teardown(collapses_wait_for_a_busy_program_four_seconds_at_most,
 	                                    setup, teardown),
+	    cmocka_unit_test_setup_teardown(collapse_possible_needs_thp_on_and_a_machine_that_backs,
+	                                    setup, teardown),
+	    cmocka_unit_test(thread_looks_at_the_program_only_where_a_collapse_can_run),
 	    cmocka_unit_test(process_usage_counts_each_page_first_touched),
 	};
 	int failed = cmocka_run_group_tests_name("chunk_scav_candidate", cand_tests, NULL, NULL);

@@ -342,6 +342,18 @@ FIGURES = (
     ("partial_free_bytes", "pagealloc_partial_free_bytes", "gauge",
      "Bytes of the free slots in partial spans: what moving objects could win back "
      "(pa_defrag_frag_bytes)."),
+    ("huge_bytes", "pagealloc_huge_bytes", "gauge",
+     "Heap bytes in 2 MiB huge pages the scavenger collapsed and has not split since."),
+    ("huge_collapses", "pagealloc_huge_collapses_total", "counter",
+     "Huge pages the scavenger collapsed (MADV_COLLAPSE)."),
+    ("huge_splits", "pagealloc_huge_splits_total", "counter",
+     "Collapsed huge pages split by a release of part of them."),
+    ("huge_freed", "pagealloc_huge_freed_total", "counter",
+     "Collapsed huge pages released whole."),
+    ("collapse_failures", "pagealloc_huge_collapse_failures_total", "counter",
+     "Collapses the kernel refused."),
+    ("collapse_waits", "pagealloc_huge_collapse_waits_total", "counter",
+     "Collapse steps that waited for a busy program."),
 )
 FIGURE_ROWS = {f[0]: f for f in FIGURES}
 SKIPPED_FIGURES = {"stories"}  # the live file's own bookkeeping

@@ -41,7 +41,8 @@ FIGURES = ("heap_sys heap_inuse heap_alloc heap_idle heap_released span_released
            "cached_bytes stashed_bytes scavenger_cpu_ns released_total release_calls "
            "cache_free metadata memory_limit limit_overruns updates stories partial_spans "
            "partial_free_bytes huge_bytes huge_collapses huge_splits memory_limit_auto "
-           "cgroup_version cgroup_limit cgroup_other memory_pressure").split()
+           "cgroup_version cgroup_limit cgroup_other memory_pressure huge_freed "
+           "collapse_failures collapse_waits").split()
 COLUMNS = ["time_s", "rss"] + FIGURES
 
 PLOT_USAGE = """usage: pagealloc plot FILE.csv -o FILE.png|.svg [--title TEXT]

@@ -154,6 +154,25 @@ class ExpositionTest(unittest.TestCase):
                          "# TYPE pagealloc_y_seconds_total counter\n"
                          "pagealloc_y_seconds_total 0.25\n")
 
+    def test_huge_page_figures_are_typed_and_unknown_ones_are_gauges(self):
+        class Proc:
+            labels = 'pid="9",comm="x"'
+            figs = {"huge_bytes": 4 << 20, "huge_collapses": 3, "collapse_waits": 2,
+                    "later_figure": 7, "stories": 5}
+            h = {"update_ns": 2 * 10**9}
+            peak_rss = None
+            story = {"prof": {}, "classes": [], "nodes": []}
+        text = ps.metrics([Proc()])
+        self.assertIn("# TYPE pagealloc_huge_bytes gauge\n"
+                      'pagealloc_huge_bytes{pid="9",comm="x"} 4194304\n', text)
+        self.assertIn("# TYPE pagealloc_huge_collapses_total counter\n"
+                      'pagealloc_huge_collapses_total{pid="9",comm="x"} 3\n', text)
+        self.assertIn("# TYPE pagealloc_huge_collapse_waits_total counter\n"
+                      'pagealloc_huge_collapse_waits_total{pid="9",comm="x"} 2\n', text)
+        self.assertIn("# TYPE pagealloc_later_figure gauge\n"
+                      'pagealloc_later_figure{pid="9",comm="x"} 7\n', text)
+        self.assertNotIn("stories", text)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -135,6 +135,12 @@ print(figs["updates"], figs["stories"], h["text_len"])' "$(dirname "$stat_py")" 
 	got="$got $(json "$tmp/after.json" cgroup_limit) $(json "$tmp/after.json" memory_pressure)"
 	[ "$got" = "none 0 0 None" ] ||
 		fail "--json: memory_limit_source, _auto, cgroup_limit, memory_pressure $got, want none 0 0 None"
+	# The huge-page events are counters: integers that never fall.
+	for k in huge_collapses huge_splits huge_freed collapse_failures collapse_waits; do
+		b=$(json "$tmp/before.json" $k) a=$(json "$tmp/after.json" $k)
+		[[ "$b" =~ ^[0-9]+$ && "$a" =~ ^[0-9]+$ && $a -ge $b ]] ||
+			fail "--json: $k $b then $a, want a count that never falls"
+	done
 	python3 "$stat_py" stat "$pid" >"$tmp/story" || fail "stat failed"
 	grep -q "^  memory_limit  *none$" "$tmp/story" ||
 		fail "stat: memory_limit not none: $(grep memory_limit "$tmp/story")"
