@@ -298,9 +298,11 @@ class TimelineTest(unittest.TestCase):
                                                    "large_bytes")}
         self.assertEqual(grew, {"heap_alloc": 8 * 262144 + 1000 * 64, "live_objects": 1008,
                                 "large_objects": 8, "large_bytes": 8 * 262144})
-        # Once the live file is there, every row has its figures.
-        first = next(i for i, r in enumerate(rows) if r["heap_alloc"] is not None)
-        self.assertTrue(all(r["heap_sys"] is not None for r in rows[first:]))
+        # Once the live file is there, every row has its figures until the
+        # target removes the file on its way out (a sample may fall between
+        # that and the exit: seen once in a loaded CI run).
+        have = [i for i, r in enumerate(rows) if r["heap_alloc"] is not None]
+        self.assertTrue(all(r["heap_sys"] is not None for r in rows[have[0]:have[-1] + 1]))
 
         w, h, pix = pagealloc_draw.read_png(png)
         self.assertEqual((w, h), (pagealloc_timeline.WIDTH, pagealloc_timeline.HEIGHT))
