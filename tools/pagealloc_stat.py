@@ -41,6 +41,7 @@ MAGIC = b"PALIVE\0\0"
 VERSION = 2
 FIGURE = struct.Struct("=24sQ")
 WAIT_S = 0.1  # the writer's period (LIVE_PERIOD_NS): the longest a reader waits
+READ_WAIT_S = 2  # the longest a read waits for a whole copy (Live.read)
 SYS_FUTEX = {"x86_64": 202, "aarch64": 98, "riscv64": 98, "ppc64le": 221, "s390x": 238}
 FUTEX_WAKE = 1
 
@@ -259,10 +260,16 @@ class Live:
         return True
 
     def read(self):
-        """(header, figures, text), copied whole under the sequence count."""
-        for _ in range(1000):
+        """(header, figures, text), copied whole under the sequence count.
+        The writer holds the count odd for microseconds, but a loaded
+        machine may take its CPU away meanwhile: the reader waits up to
+        READ_WAIT_S."""
+        deadline = time.monotonic() + READ_WAIT_S
+        while True:
             seq = self._u64("seq")
             if seq & 1:
+                if time.monotonic() >= deadline:
+                    break
                 time.sleep(0.0001)
                 continue
             h = self.header()
@@ -273,7 +280,10 @@ class Live:
             text = bytes(self.map[h["text_off"]:h["text_off"] + h["text_len"]])
             if self._u64("seq") == seq:
                 return h, figs, text.decode(errors="replace")
-        raise StatError("%s: the writer never left a whole copy" % self.path)
+            if time.monotonic() >= deadline:
+                break
+        raise StatError("%s: the writer never left a whole copy in %g s" %
+                        (self.path, READ_WAIT_S))
 
     def unanswered(self):
         """The writer did not answer: stale if the process no longer maps

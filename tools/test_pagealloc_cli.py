@@ -15,6 +15,9 @@ RunTest: run's environment (PAGEALLOC_CONF and LD_PRELOAD composed in
   and a Ctrl-C (SIGINT to the process group) kills CMD only; --map's files,
   by pid, with a stand-in pagealloc_map module, and (once pagealloc_map.py
   is there) CMD's map drawn at exit.
+LiveReadTest: pagealloc_stat's Live.read waits for a writer holding the
+  sequence count odd past the writer's period, and names the file and the
+  wait when it never leaves it even.
 TimelineTest: run --timeline of tests/live/live_target.c: the header, time
   increasing, RSS nonzero on every row, and heap_alloc, live_objects,
   large_objects and large_bytes growing between its two readies by exactly
@@ -27,9 +30,11 @@ Run: python3 tools/test_pagealloc_cli.py build/pagealloc build/live_target.
 import os
 import re
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 import xml.etree.ElementTree as ET
@@ -40,6 +45,7 @@ sys.path.insert(0, TOOLS)
 import pagealloc_run  # noqa: E402
 import pagealloc_draw  # noqa: E402
 import pagealloc_timeline  # noqa: E402
+import pagealloc_stat  # noqa: E402
 
 PAGEALLOC = LIVE_TARGET = None
 HANG_S = 60  # a guard against hangs, not a timing assertion
@@ -249,6 +255,42 @@ def complete_rows(path):
     except FileNotFoundError:
         return []
     return text[:text.rfind("\n") + 1].splitlines()
+
+
+class LiveReadTest(unittest.TestCase):
+    """Live.read copies the figures under the sequence count: it waits for
+    a writer that holds the count odd (one descheduled on a loaded machine)
+    past the writer's period, and says so after READ_WAIT_S."""
+
+    def live(self, seq):
+        ps = pagealloc_stat
+        off = ps.HEADER.size
+        buf = bytearray(off + ps.FIGURE.size)
+        h = dict.fromkeys(ps.FIELDS, 0)
+        h.update(magic=ps.MAGIC, nfigures=1, figures_off=off, seq=seq)
+        ps.HEADER.pack_into(buf, 0, *[h[f] for f in ps.FIELDS])
+        ps.FIGURE.pack_into(buf, off, b"heap_sys", 42)
+        live = ps.Live.__new__(ps.Live)
+        live.map, live.path = buf, "x"
+        return live
+
+    def test_waits_for_the_writer_to_leave_the_count_even(self):
+        live = self.live(seq=3)
+        t = threading.Timer(0.3, lambda: struct.pack_into("=Q", live.map,
+                                                          pagealloc_stat.OFF["seq"], 4))
+        t.start()
+        self.addCleanup(t.cancel)
+        h, figs, text = live.read()
+        self.assertEqual((h["seq"], figs, text), (4, {"heap_sys": 42}, ""))
+
+    def test_a_count_left_odd_is_an_error_after_the_wait(self):
+        live = self.live(seq=5)
+        saved = pagealloc_stat.READ_WAIT_S
+        pagealloc_stat.READ_WAIT_S = 0.05
+        self.addCleanup(setattr, pagealloc_stat, "READ_WAIT_S", saved)
+        with self.assertRaisesRegex(pagealloc_stat.StatError,
+                                    "^x: the writer never left a whole copy in 0.05 s$"):
+            live.read()
 
 
 class TimelineTest(unittest.TestCase):
