@@ -107,7 +107,8 @@ struct pa_scavenger {
 	uint64_t collapse_pass_ns, split_forget_ns;
 	/* Whether the program is busy (scav_program_busy), the thread's own:
 	 * the process's figures at its last look (time, CPU time of the
-	 * other threads, page faults), that window's verdict, and since
+	 * other threads, page faults; time 0: no look yet, or none while no
+	 * collapse could run, scav_collapse_possible), that window's verdict, and since
 	 * when collapses wait for it (0: they do not). */
 	uint64_t busy_at_ns, busy_cpu_ns, busy_faults;
 	int busy;

@@ -267,23 +267,21 @@ class Live:
         deadline = time.monotonic() + READ_WAIT_S
         while True:
             seq = self._u64("seq")
-            if seq & 1:
-                if time.monotonic() >= deadline:
-                    break
-                time.sleep(0.0001)
-                continue
-            h = self.header()
-            figs = {}
-            for i in range(h["nfigures"]):
-                name, value = FIGURE.unpack_from(self.map, h["figures_off"] + i * FIGURE.size)
-                figs[name.rstrip(b"\0").decode()] = value
-            text = bytes(self.map[h["text_off"]:h["text_off"] + h["text_len"]])
-            if self._u64("seq") == seq:
-                return h, figs, text.decode(errors="replace")
+            if not seq & 1:
+                h = self.header()
+                figs = {}
+                for i in range(h["nfigures"]):
+                    name, value = FIGURE.unpack_from(self.map,
+                                                     h["figures_off"] + i * FIGURE.size)
+                    figs[name.rstrip(b"\0").decode()] = value
+                text = bytes(self.map[h["text_off"]:h["text_off"] + h["text_len"]])
+                if self._u64("seq") == seq:
+                    return h, figs, text.decode(errors="replace")
             if time.monotonic() >= deadline:
-                break
-        raise StatError("%s: the writer never left a whole copy in %g s" %
-                        (self.path, READ_WAIT_S))
+                raise StatError("%s: the writer never left a whole copy in %g s" %
+                                (self.path, READ_WAIT_S))
+            if seq & 1:
+                time.sleep(0.0001)
 
     def unanswered(self):
         """The writer did not answer: stale if the process no longer maps
